@@ -1,0 +1,1 @@
+"""Blind pairwise comparison studies: SQLAlchemy store, assignment, statistics (no gradio, no torch)."""

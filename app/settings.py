@@ -1,0 +1,49 @@
+"""Application settings read from environment variables (and overridden by `app.py` flags).
+
+Every field has an environment variable `MASCOT_<FIELD>`; defaults run the app offline on the
+embedded SmolLM2-135M-Instruct model.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+
+
+def _default_data_dir() -> str:
+    return os.environ.get("MASCOT_DATA_DIR", str(Path.cwd() / "data"))
+
+
+@dataclass
+class Settings:
+    """Typed settings for the whole app; built once and passed to every tab."""
+
+    host: str = "127.0.0.1"
+    port: int = 7860
+    backend: str = "transformers"  # transformers | vllm | openai | fake
+    model: str = "embedded"  # "embedded" (SmolLM2-135M-Instruct) or a local path / hub-style name
+    dtype: str = "auto"  # auto | bfloat16 | float32
+    openai_base_url: str = "http://127.0.0.1:8000/v1"
+    pack: str = "emotional-support"
+    mode: str = "trained"  # trained | prompted | round-robin | random | manual
+    max_speakers: int = 3
+    checkpoints_dir: str = "checkpoints"
+    data_dir: str = field(default_factory=_default_data_dir)
+    annotation_db_url: str = ""  # default: sqlite file under data_dir
+    max_message_chars: int = 4000
+
+    def __post_init__(self) -> None:
+        if not self.annotation_db_url:
+            self.annotation_db_url = f"sqlite:///{Path(self.data_dir) / 'annotation.db'}"
+
+    @classmethod
+    def from_env(cls, **overrides: object) -> "Settings":
+        """Build settings from `MASCOT_*` environment variables, then apply explicit overrides."""
+        values: dict[str, object] = {}
+        for f in fields(cls):
+            raw = os.environ.get(f"MASCOT_{f.name.upper()}")
+            if raw is not None and raw != "":
+                values[f.name] = int(raw) if f.type in ("int", int) else raw
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(**values)  # type: ignore[arg-type]
