@@ -1,0 +1,64 @@
+"""Quality checks: system names leaking into dialogue text, too-fast votes, attention-check answers.
+
+A dialogue that names its system ("As MASCOT, I ...") breaks blinding, so such items are flagged
+at import and the names are masked before any text is sent to an annotator.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+MASK = "[system]"
+# Names shorter than this are too likely to be ordinary words ("A", "v2") to search for.
+MIN_NAME_CHARS = 3
+
+
+def _name_pattern(names: Iterable[str]) -> re.Pattern[str] | None:
+    """One case-insensitive regex matching any name as a whole word; '-', '_' and spaces interchange."""
+    parts = []
+    for name in sorted({n.strip() for n in names}, key=len, reverse=True):
+        if len(name) < MIN_NAME_CHARS:
+            continue
+        tokens = [re.escape(t) for t in re.split(r"[\s_-]+", name) if t]
+        if tokens:
+            parts.append(r"[\s_-]*".join(tokens))
+    if not parts:
+        return None
+    return re.compile(r"(?<!\w)(?:" + "|".join(parts) + r")(?!\w)", re.IGNORECASE)
+
+
+def find_system_mentions(texts: Iterable[str], names: Iterable[str]) -> list[str]:
+    """Return the system names (as given) that occur in any of `texts`, sorted.
+
+    >>> find_system_mentions(["I am mascot, your helper"], ["MASCOT", "Few-Shot CoT"])
+    ['MASCOT']
+    """
+    names = [n for n in names if len(n.strip()) >= MIN_NAME_CHARS]
+    joined = "\n".join(texts)
+    found = []
+    for name in names:
+        pattern = _name_pattern([name])
+        if pattern is not None and pattern.search(joined):
+            found.append(name)
+    return sorted(set(found))
+
+
+def mask_system_names(text: str, names: Iterable[str]) -> str:
+    """Replace every mention of a system name in `text` with `[system]`.
+
+    >>> mask_system_names("Few shot CoT says hi", ["Few-Shot CoT"])
+    '[system] says hi'
+    """
+    pattern = _name_pattern(names)
+    return text if pattern is None else pattern.sub(MASK, text)
+
+
+def is_too_fast(seconds: float | None, min_seconds: float) -> bool:
+    """True when a vote took less than the study's minimum time (reading two dialogues takes time)."""
+    return seconds is not None and min_seconds > 0 and seconds < min_seconds
+
+
+def attention_passed(choice: str, expected: str | None) -> bool | None:
+    """Whether an attention-check vote matches the known answer; None for ordinary items."""
+    return None if expected is None else choice == expected

@@ -1,0 +1,330 @@
+"""StudyStore: the one object the UI, CLI and tests use to read and write pairwise studies.
+
+Every write is one transaction (SQLite: BEGIN IMMEDIATE, so concurrent writers queue rather than
+fail); submit is idempotent per assignment token, so a double-clicked vote is recorded once.
+Open with `StudyStore("sqlite:///data/annotation.db")`; the schema is migrated on open.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import time
+from collections.abc import Callable, Sequence
+from contextlib import contextmanager
+from datetime import datetime
+from typing import Iterator, TypeVar
+
+from sqlalchemy import Engine, func, select
+from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlalchemy.orm import Session, sessionmaker
+
+from annotation import assignment as assign
+from annotation.db import open_database, writer
+from annotation.errors import HoldExpired, InvalidInput, StudyClosed, StudyNotFound
+from annotation.models import Annotator, Assignment, Item, Judgment, Study, System, utcnow
+from annotation.quality import attention_passed, is_too_fast, mask_system_names
+from annotation.schemas import (
+    SHOWN_CHOICES,
+    Finished,
+    Overview,
+    Progress,
+    Ratings,
+    StudyConfig,
+    SubmitResult,
+    Task,
+    Turn,
+)
+
+T = TypeVar("T")
+Clock = Callable[[], datetime]
+_SHOWN_TO_ITEM = {True: {"A": "a", "B": "b"}, False: {"A": "b", "B": "a"}}
+
+
+def _config(study: Study) -> StudyConfig:
+    return StudyConfig(
+        id=study.id,
+        name=study.name,
+        instructions=study.instructions,
+        annotators_per_item=study.annotators_per_item,
+        attention_rate=study.attention_rate,
+        min_seconds=study.min_seconds,
+        hold_minutes=study.hold_minutes,
+        items_per_annotator=study.items_per_annotator,
+        completion_code=study.completion_code,
+        is_open=study.is_open,
+    )
+
+
+def _turns(raw: str, names: list[str]) -> tuple[Turn, ...]:
+    """Stored JSON turns -> masked `Turn`s, ready for the annotator."""
+    return tuple(
+        Turn(mask_system_names(t["speaker"], names), mask_system_names(t["text"], names))
+        for t in json.loads(raw)
+    )
+
+
+def _clean_annotator(annotator: str) -> str:
+    value = (annotator or "").strip()
+    if not value or len(value) > 200:
+        raise InvalidInput(
+            f"Invalid annotator id {annotator!r}: give 1-200 characters, e.g. your Prolific ID "
+            "(the ?annotator=... part of the study link)."
+        )
+    return value
+
+
+class StudyStore:
+    """Pairwise-study storage on any SQLAlchemy URL; safe to share across threads."""
+
+    def __init__(self, url: str | None = None, *, engine: Engine | None = None, clock: Clock = utcnow) -> None:
+        if engine is None:
+            if not url:
+                raise InvalidInput("StudyStore needs a database URL, e.g. sqlite:///data/annotation.db.")
+            engine = open_database(url)
+        self.engine = engine
+        self._read = sessionmaker(engine, expire_on_commit=False)
+        self._write_maker = sessionmaker(writer(engine), expire_on_commit=False)
+        self._clock = clock
+
+    def close(self) -> None:
+        """Release pooled connections (tests and short CLI runs)."""
+        self.engine.dispose()
+
+    # ---- transactions -------------------------------------------------------------------------
+    @contextmanager
+    def reading(self) -> Iterator[Session]:
+        """A read-only session in one consistent snapshot (used by importing/exporting too)."""
+        with self._read() as session, session.begin():
+            yield session
+
+    def write(self, fn: Callable[[Session], T], attempts: int = 5) -> T:
+        """Run `fn(session)` in one write transaction and return its result; all or nothing.
+
+        Retried only when the database stayed locked past the busy timeout (SQLite under load).
+        """
+        for attempt in range(attempts):
+            try:
+                with self._write_maker() as session, session.begin():
+                    return fn(session)
+            except OperationalError as exc:
+                if "locked" not in str(exc).lower() or attempt == attempts - 1:
+                    raise
+                time.sleep(0.05 * (attempt + 1))
+        raise AssertionError("unreachable")
+
+    @staticmethod
+    def study_row(session: Session, study_id: str, *, lock: bool = False) -> Study:
+        """The study row inside `session` (locked FOR UPDATE on servers that support it)."""
+        stmt = select(Study).where(Study.id == study_id)
+        study = session.scalars(stmt.with_for_update() if lock else stmt).first()
+        if study is None:
+            known = ", ".join(session.scalars(select(Study.id).order_by(Study.id))) or "none yet"
+            raise StudyNotFound(
+                f"No study {study_id!r} in this database (known: {known}). Check the study id in "
+                "the link, or create it with `python -m annotation create-study`."
+            )
+        return study
+
+    # ---- studies ------------------------------------------------------------------------------
+    def create_study(self, *, config: StudyConfig) -> StudyConfig:
+        """Create a study; its id must be new."""
+
+        def run(session: Session) -> StudyConfig:
+            if session.get(Study, config.id) is not None:
+                raise InvalidInput(
+                    f"Study {config.id!r} already exists. Pick another id, or import more pairs into it."
+                )
+            study = Study(
+                id=config.id, name=config.name or config.id, instructions=config.instructions,
+                annotators_per_item=config.annotators_per_item, attention_rate=config.attention_rate,
+                min_seconds=config.min_seconds, hold_minutes=config.hold_minutes,
+                items_per_annotator=config.items_per_annotator, completion_code=config.completion_code,
+                order_secret=secrets.token_hex(16), is_open=config.is_open, created_at=self._clock(),
+            )
+            session.add(study)
+            session.flush()
+            return _config(study)
+
+        return self.write(run)
+
+    def set_open(self, *, study_id: str, is_open: bool) -> StudyConfig:
+        """Open or close a study; a closed study hands out no new items (held ones can still be sent)."""
+
+        def run(session: Session) -> StudyConfig:
+            study = self.study_row(session, study_id, lock=True)
+            study.is_open = is_open
+            return _config(study)
+
+        return self.write(run)
+
+    def get_study(self, *, study_id: str) -> StudyConfig:
+        """Settings of one study."""
+        with self.reading() as session:
+            return _config(self.study_row(session, study_id))
+
+    def list_studies(self) -> list[StudyConfig]:
+        """All studies, oldest first."""
+        with self.reading() as session:
+            return [_config(s) for s in session.scalars(select(Study).order_by(Study.created_at, Study.id))]
+
+    def systems(self, *, study_id: str) -> list[str]:
+        """Names of the systems compared in a study (researcher side only)."""
+        with self.reading() as session:
+            return list(session.scalars(select(System.name).where(System.study_id == study_id).order_by(System.name)))
+
+    # ---- annotator flow -----------------------------------------------------------------------
+    def next_task(self, *, study_id: str, annotator: str) -> Task | Finished:
+        """The annotator's current task (same one after a reload), a new one, or `Finished`."""
+        external = _clean_annotator(annotator)
+
+        def run(session: Session) -> Task | Finished:
+            now = self._clock()
+            study = self.study_row(session, study_id, lock=True)
+            person = session.scalars(
+                select(Annotator).where(Annotator.study_id == study.id, Annotator.external_id == external)
+            ).first()
+            if person is None:
+                if not study.is_open:
+                    raise StudyClosed(f"Study {study_id!r} is closed and takes no new annotators. Ask the researcher.")
+                person = Annotator(study_id=study.id, external_id=external, created_at=now)
+                session.add(person)
+                session.flush()
+            current = assign.acquire(session, study=study, annotator=person, now=now)
+            progress = assign.progress(session, study=study, annotator_id=person.id, now=now)
+            if current is None:
+                return Finished(progress=Progress(progress.done, progress.done), completion_code=study.completion_code)
+            names = list(session.scalars(select(System.name).where(System.study_id == study.id)))
+            item = current.item
+            sides = (item.dialogue_a, item.dialogue_b) if current.a_on_left else (item.dialogue_b, item.dialogue_a)
+            return Task(
+                token=current.token,
+                context=mask_system_names(item.context, names),
+                left=_turns(sides[0], names),
+                right=_turns(sides[1], names),
+                progress=progress,
+                instructions=mask_system_names(study.instructions, names),
+            )
+
+        return self.write(run)
+
+    def submit(
+        self, *, token: str, choice: str, left: Ratings = Ratings(), right: Ratings = Ratings(),
+        comment: str = "", seconds: float | None = None,
+    ) -> SubmitResult:
+        """Record a vote given as shown (A = left); idempotent: a repeat returns the first result.
+
+        Args:
+            token: the assignment token of the task being answered.
+            choice: "A", "B", "tie" or "both_bad", as the annotator saw the sides.
+            left, right: optional 1-5 ratings of the left and right responses.
+            comment: free text.
+            seconds: time taken; by default measured on the server from when the task was served.
+        """
+        if choice not in SHOWN_CHOICES:
+            raise InvalidInput(f"Invalid choice {choice!r}: use one of {', '.join(SHOWN_CHOICES)}.")
+        expired = False
+
+        def run(session: Session) -> SubmitResult | None:
+            nonlocal expired
+            now = self._clock()
+            current = session.scalars(select(Assignment).where(Assignment.token == token).with_for_update()).first()
+            if current is None:
+                raise StudyNotFound(f"Unknown task token {token!r}: reload the study page to get your current task.")
+            done = session.scalars(select(Judgment).where(Judgment.assignment_id == current.id)).first()
+            if done is not None:
+                return SubmitResult(done.id, True, done.too_fast, done.attention_passed)
+            study = self.study_row(session, current.study_id)
+            item = current.item
+            if current.status == "released" or (
+                current.expires_at <= now and not item.is_attention
+                and assign.item_load(session, item_id=item.id, now=now, exclude_id=current.id) >= study.annotators_per_item
+            ):
+                current.status = "released"
+                expired = True
+                return None
+            a_left = bool(current.a_on_left)
+            picked = _SHOWN_TO_ITEM[a_left].get(choice, choice)
+            ra, rb = (left, right) if a_left else (right, left)
+            took = seconds if seconds is not None else (now - current.served_at).total_seconds()
+            judgment = Judgment(
+                assignment_id=current.id, study_id=study.id, item_id=item.id, annotator_id=current.annotator_id,
+                choice=picked,
+                winner_system_id={"a": item.system_a_id, "b": item.system_b_id}.get(picked),
+                left_system_id=item.system_a_id if a_left else item.system_b_id,
+                **{f"{c}_a": getattr(ra, c) for c in Ratings.__dataclass_fields__},
+                **{f"{c}_b": getattr(rb, c) for c in Ratings.__dataclass_fields__},
+                comment=(comment or "").strip(), seconds=took,
+                too_fast=is_too_fast(took, study.min_seconds),
+                attention_passed=attention_passed(picked, item.expected_choice if item.is_attention else None),
+                source="app", created_at=now,
+            )
+            current.status = "done"
+            session.add(judgment)
+            session.flush()
+            return SubmitResult(judgment.id, False, judgment.too_fast, judgment.attention_passed)
+
+        try:
+            result = self.write(run)
+        except IntegrityError:
+            # A concurrent identical submit won the race (PostgreSQL); report its judgment.
+            with self.reading() as session:
+                row = session.execute(
+                    select(Judgment).join(Assignment, Assignment.id == Judgment.assignment_id).where(Assignment.token == token)
+                ).scalars().first()
+            if row is None:
+                raise
+            return SubmitResult(row.id, True, row.too_fast, row.attention_passed)
+        if expired or result is None:
+            raise HoldExpired(
+                "This item was reserved for you for too long and went to another annotator, so this "
+                "answer was not recorded. Continue with the next item."
+            )
+        return result
+
+    def progress(self, *, study_id: str, annotator: str) -> Progress:
+        """`done / total` for one annotator (0 / estimate if they have not started)."""
+        external = _clean_annotator(annotator)
+        with self.reading() as session:
+            study = self.study_row(session, study_id)
+            person_id = session.scalar(
+                select(Annotator.id).where(Annotator.study_id == study.id, Annotator.external_id == external)
+            )
+            return assign.progress(session, study=study, annotator_id=person_id or -1, now=self._clock())
+
+    # ---- monitoring ---------------------------------------------------------------------------
+    def overview(self, *, study_id: str) -> Overview:
+        """Counts a researcher watches while a study runs."""
+        with self.reading() as session:
+            study = self.study_row(session, study_id)
+            now = self._clock()
+            n_items = session.scalar(select(func.count()).where(Item.study_id == study.id)) or 0
+            n_checks = session.scalar(
+                select(func.count()).where(Item.study_id == study.id, Item.is_attention.is_(True))
+            ) or 0
+            per_item = (
+                select(Judgment.item_id, func.count().label("n"))
+                .join(Item, Item.id == Judgment.item_id)
+                .where(Judgment.study_id == study.id, Item.is_attention.is_(False))
+                .group_by(Judgment.item_id)
+                .subquery()
+            )
+            complete = session.scalar(
+                select(func.count()).select_from(per_item).where(per_item.c.n >= study.annotators_per_item)
+            ) or 0
+            j = select(func.count()).where(Judgment.study_id == study.id)
+            return Overview(
+                study_id=study.id, items=n_items - n_checks, attention_items=n_checks,
+                complete_items=complete, judgments=session.scalar(j) or 0,
+                annotators=session.scalar(select(func.count()).where(Annotator.study_id == study.id)) or 0,
+                live_holds=session.scalar(
+                    select(func.count()).where(
+                        Assignment.study_id == study.id, Assignment.status == "held", Assignment.expires_at > now
+                    )
+                ) or 0,
+                too_fast=session.scalar(j.where(Judgment.too_fast.is_(True))) or 0,
+                attention_failed=session.scalar(j.where(Judgment.attention_passed.is_(False))) or 0,
+                leak_items=session.scalar(
+                    select(func.count()).where(Item.study_id == study.id, Item.leak_terms != "")
+                ) or 0,
+            )

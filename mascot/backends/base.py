@@ -1,0 +1,106 @@
+"""The one generation interface shared by the live chat, training rollouts and evaluation.
+
+A backend turns chat-format messages into text, optionally through a named LoRA adapter on one
+shared base model. Implementations: transformers (default, CPU/GPU), vllm (GPU, multi-LoRA),
+openai (any OpenAI-compatible server) and fake (scripted, for tests).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+# A chat in the OpenAI/HF format: [{"role": "system"|"user"|"assistant", "content": "..."}].
+Messages = list[dict[str, str]]
+
+
+@dataclass(frozen=True)
+class GenerationParams:
+    """Sampling settings for one call. `prefill` starts the assistant message (e.g. `{"speaker": "`)
+    and is not repeated in the returned text."""
+
+    max_new_tokens: int = 96
+    temperature: float = 0.7
+    top_p: float = 0.9
+    repetition_penalty: float = 1.0
+    seed: int | None = None
+    stop: tuple[str, ...] = ()
+    prefill: str = ""
+
+    def with_(self, **changes: Any) -> "GenerationParams":
+        return replace(self, **changes)
+
+
+@dataclass
+class Completion:
+    """One generated continuation and its token counts."""
+
+    text: str
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    finish_reason: str = "stop"
+
+
+@dataclass
+class BackendInfo:
+    """What the UI and run cards show about a loaded backend."""
+
+    kind: str
+    model: str
+    device: str = "cpu"
+    dtype: str = ""
+    adapters: dict[str, str] = field(default_factory=dict)
+
+
+def cut_at_stop(text: str, stop: Sequence[str]) -> tuple[str, bool]:
+    """Cut `text` at the first stop string; returns (text, whether a stop was hit)."""
+    cut = len(text)
+    for s in stop:
+        i = text.find(s) if s else -1
+        if 0 <= i < cut:
+            cut = i
+    return text[:cut], cut < len(text)
+
+
+class Backend(ABC):
+    """Generate text for batches of chats, optionally through a named LoRA adapter.
+
+    `adapter=None` always means the plain base model. Adapters are registered once with
+    `add_adapter(name, path)` and then switched per call, on one loaded base model.
+    """
+
+    kind: str = "base"
+
+    def __init__(self) -> None:
+        self.adapters: dict[str, str] = {}
+
+    @abstractmethod
+    def generate(
+        self, batch: Sequence[Messages], params: GenerationParams, adapter: str | None = None
+    ) -> list[Completion]:
+        """Generate one completion per chat in `batch` (batched where the backend can)."""
+
+    def stream(
+        self, messages: Messages, params: GenerationParams, adapter: str | None = None
+    ) -> Iterator[str]:
+        """Yield text deltas for one chat; the default yields the whole completion at once."""
+        yield self.generate([messages], params, adapter)[0].text
+
+    def add_adapter(self, name: str, path: str) -> None:
+        """Register a LoRA adapter under `name`; raise BackendError if it cannot be used."""
+        from mascot.errors import BackendError
+
+        raise BackendError(f"The {self.kind} backend does not support LoRA adapters (asked for {name!r} at {path}).")
+
+    def has_adapter(self, name: str | None) -> bool:
+        return name is None or name in self.adapters
+
+    @abstractmethod
+    def info(self) -> BackendInfo:
+        """Describe the loaded model for the UI and run cards."""
+
+    def count_tokens(self, text: str) -> int:
+        """Approximate token count (backends with a tokenizer override this)."""
+        return max(1, len(text) // 4)

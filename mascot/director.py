@@ -1,0 +1,290 @@
+"""The director (meta-agent): each step it names the next speaker with an action and a tone, or
+yields the floor back to the user.
+
+Modes (registry `DIRECTOR_MODES`): `trained` (LLM director through its LoRA adapter), `prompted`
+(base model with the director prompt), `round-robin`, `random` (the paper's MASCOT-C ablation) and
+`manual` (the user picks). Whatever a mode proposes is validated against the active roster and the
+per-turn bounds; invalid or unparsable output falls back deterministically and is logged.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import re
+from dataclasses import dataclass, field
+
+from mascot.backends.base import Backend, GenerationParams
+from mascot.dialogue import Dialogue, Directive
+from mascot.errors import DirectorParseError, unknown_name
+from mascot.personas import Persona
+from mascot.prompts import DIRECTOR_PREFILL, director_messages
+
+log = logging.getLogger(__name__)
+
+DIRECTOR_MODES = ("trained", "prompted", "round-robin", "random", "manual")
+YIELD_WORDS = {"none", "user", "nobody", "no one", "noone", "stop", "end", "yield", "<user>", "[user]"}
+DIRECTOR_ADAPTER = "director"
+
+
+@dataclass
+class Decision:
+    """One director step: a directive, or None to yield; `source` says how it was reached."""
+
+    directive: Directive | None
+    source: str
+    raw: str = ""
+    note: str = ""
+
+    @property
+    def yields(self) -> bool:
+        return self.directive is None
+
+
+@dataclass
+class DirectorState:
+    """What the director sees for one dialogue at one step."""
+
+    dialogue: Dialogue
+    roster: list[Persona]
+    seed: int
+    forced: list[str] = field(default_factory=list)  # persona names the user asked for (@Name / manual)
+
+    def rng(self, salt: int = 0) -> random.Random:
+        return random.Random(self.seed * 7919 + salt)
+
+
+def _with_defaults(p: Persona, action: str = "", tone: str = "") -> Directive:
+    return Directive(p.name, action.strip() or p.default_action, tone.strip() or p.default_tone)
+
+
+def parse_directive(raw: str, roster: list[Persona]) -> Directive | None:
+    """Parse raw director output (JSON, the paper's `Agent:/Action:/Tone:` lines, or a bare name).
+
+    Returns None when the director yields to the user; raises DirectorParseError when the text
+    names no one on the roster.
+    """
+    text = raw.strip()
+    if not text:
+        raise DirectorParseError("The director returned an empty answer.")
+    fields: dict[str, str] = {}
+    m = re.search(r"\{.*?\}", text, flags=re.S)
+    if m:
+        try:
+            obj = json.loads(m.group(0))
+            if isinstance(obj, dict):
+                fields = {str(k).lower(): str(v) for k, v in obj.items()}
+        except json.JSONDecodeError:
+            pass
+    if not fields:
+        for key, value in re.findall(r"(?im)^\s*(agent|speaker|action|tone)\s*:\s*(.+)$", text):
+            fields[key.lower()] = value.strip()
+    if not fields:  # e.g. the JSON was cut off: `{"speaker": "Anchor", "action": "Vali`
+        m = re.search(r'"(?:speaker|agent)"\s*:\s*"([^"]+)"', text)
+        fields = {"speaker": m.group(1)} if m else {"speaker": text.splitlines()[0]}
+    name = (fields.get("speaker") or fields.get("agent") or "").strip()
+    if name.strip("@*\"' .").lower() in YIELD_WORDS:
+        return None
+    for p in roster:
+        if p.matches(name):
+            return _with_defaults(p, fields.get("action", ""), fields.get("tone", ""))
+    raise DirectorParseError(
+        f"The director named {name[:40]!r}, who is not an active persona "
+        f"({', '.join(p.name for p in roster)})."
+    )
+
+
+def find_mentions(text: str, roster: list[Persona]) -> list[str]:
+    """Persona names addressed with `@Name` in a user message, in order of appearance."""
+    found: list[str] = []
+    for m in re.finditer(r"@([\w\-]+(?:[ \-][A-Z][\w\-]*)?)", text):
+        token = m.group(1)
+        for candidate in (token, token.split()[0]):
+            hit = next((p.name for p in roster if p.matches(candidate) or p.key == candidate.lower()), None)
+            if hit:
+                if hit not in found:
+                    found.append(hit)
+                break
+    return found
+
+
+def fallback_choice(state: DirectorState) -> Directive | None:
+    """Deterministic fallback: the first persona (pack order) who has not spoken this round and did
+    not speak last; None when everyone has spoken."""
+    spoken = {t.speaker for t in state.dialogue.current_round()}
+    last = state.dialogue.last_speaker()
+    for p in state.roster:
+        if p.name not in spoken and (p.name != last or len(state.roster) == 1):
+            return _with_defaults(p)
+    return None
+
+
+class Director:
+    """Base director: applies bounds, @mentions, the no-repeat rule and the fallback around
+    the mode-specific `propose_batch`."""
+
+    mode = "base"
+
+    def __init__(self, max_speakers: int = 3, allow_repeat: bool = False) -> None:
+        if max_speakers < 1:
+            raise ValueError(f"max_speakers must be at least 1, got {max_speakers}.")
+        self.max_speakers = max_speakers
+        self.allow_repeat = allow_repeat
+
+    def propose_batch(self, states: list[DirectorState]) -> list[tuple[Directive | None, str, str]]:
+        """Mode-specific proposals: (directive or None, source, raw text) per state."""
+        raise NotImplementedError
+
+    def decide(self, state: DirectorState) -> Decision:
+        return self.decide_batch([state])[0]
+
+    def decide_batch(self, states: list[DirectorState]) -> list[Decision]:
+        decisions: list[Decision | None] = [None] * len(states)
+        pending: list[int] = []
+        for i, st in enumerate(states):
+            n = len(st.dialogue.current_round())
+            if st.forced:
+                spoken = {t.speaker for t in st.dialogue.current_round()}
+                todo = [name for name in st.forced if name not in spoken]
+                if todo:
+                    p = next(p for p in st.roster if p.name == todo[0])
+                    decisions[i] = Decision(_with_defaults(p), "mention")
+                else:
+                    decisions[i] = Decision(None, "mention", note="every addressed persona has replied")
+            elif n >= min(self.max_speakers, max(1, len(st.roster))):
+                decisions[i] = Decision(None, "bounds", note=f"{n} personas already replied")
+            else:
+                pending.append(i)
+        if pending:
+            proposals = self.propose_batch([states[i] for i in pending])
+            for i, (directive, source, raw) in zip(pending, proposals):
+                decisions[i] = self._validate(states[i], directive, source, raw)
+        return [d for d in decisions if d is not None]
+
+    def _validate(self, st: DirectorState, directive: Directive | None, source: str, raw: str) -> Decision:
+        n = len(st.dialogue.current_round())
+        problem = ""
+        if directive is None and n == 0:
+            problem = "yielded before anyone replied"
+        elif directive is not None:
+            spoken = {t.speaker for t in st.dialogue.current_round()}
+            if directive.speaker == st.dialogue.last_speaker() and not self.allow_repeat and len(st.roster) > 1:
+                problem = f"picked {directive.speaker} twice in a row"
+            elif directive.speaker in spoken and not self.allow_repeat:
+                problem = f"picked {directive.speaker}, who already replied this round"
+        if source == "invalid":
+            problem = raw_problem(raw)
+        if not problem:
+            return Decision(directive, source, raw)
+        chosen = fallback_choice(st)
+        log.info("director fallback (%s): %s -> %s", self.mode, problem, chosen.speaker if chosen else "yield")
+        return Decision(chosen, "fallback", raw, note=problem)
+
+
+def raw_problem(raw: str) -> str:
+    return f"unusable director output {raw.strip()[:60]!r}"
+
+
+class RoundRobinDirector(Director):
+    """Personas speak in pack order, continuing the cycle across user turns."""
+
+    mode = "round-robin"
+
+    def propose_batch(self, states: list[DirectorState]) -> list[tuple[Directive | None, str, str]]:
+        out: list[tuple[Directive | None, str, str]] = []
+        for st in states:
+            names = [p.name for p in st.roster]
+            last = next((t.speaker for t in reversed(st.dialogue.turns) if t.speaker in names), None)
+            start = (names.index(last) + 1) % len(names) if last else 0
+            out.append((_with_defaults(st.roster[start]), self.mode, ""))
+        return out
+
+
+class RandomDirector(Director):
+    """MASCOT-C ablation: a random number (1..max) of random personas, seeded per turn."""
+
+    mode = "random"
+
+    def propose_batch(self, states: list[DirectorState]) -> list[tuple[Directive | None, str, str]]:
+        out: list[tuple[Directive | None, str, str]] = []
+        for st in states:
+            rng = st.rng()
+            k = rng.randint(1, min(self.max_speakers, len(st.roster)))
+            spoken = {t.speaker for t in st.dialogue.current_round()}
+            if len(spoken) >= k:
+                out.append((None, self.mode, ""))
+                continue
+            candidates = [p for p in st.roster if p.name not in spoken and p.name != st.dialogue.last_speaker()]
+            pick = st.rng(len(spoken) + 1).choice(candidates or st.roster)
+            out.append((_with_defaults(pick), self.mode, ""))
+        return out
+
+
+class ManualDirector(Director):
+    """The user picks speakers (UI selection or @mentions); with no pick, the fallback speaks once."""
+
+    mode = "manual"
+
+    def propose_batch(self, states: list[DirectorState]) -> list[tuple[Directive | None, str, str]]:
+        out: list[tuple[Directive | None, str, str]] = []
+        for st in states:
+            if st.dialogue.current_round():
+                out.append((None, self.mode, ""))
+            else:
+                out.append((fallback_choice(st), "fallback", ""))
+        return out
+
+
+class LLMDirector(Director):
+    """The prompted (base model) or trained (LoRA adapter) director."""
+
+    def __init__(
+        self,
+        backend: Backend,
+        adapter: str | None = None,
+        max_speakers: int = 3,
+        allow_repeat: bool = False,
+        params: GenerationParams | None = None,
+    ) -> None:
+        super().__init__(max_speakers, allow_repeat)
+        self.backend = backend
+        self.adapter = adapter
+        self.mode = "trained" if adapter else "prompted"
+        self.params = params or GenerationParams(max_new_tokens=40, temperature=0.7, top_p=0.9, stop=("}",))
+
+    def propose_batch(self, states: list[DirectorState]) -> list[tuple[Directive | None, str, str]]:
+        chats = [director_messages(st.roster, st.dialogue, self.max_speakers) for st in states]
+        seed = states[0].seed * 31 + len(states[0].dialogue.current_round())
+        params = self.params.with_(prefill=DIRECTOR_PREFILL, seed=seed)
+        completions = self.backend.generate(chats, params, adapter=self.adapter)
+        out: list[tuple[Directive | None, str, str]] = []
+        for st, c in zip(states, completions):
+            raw = DIRECTOR_PREFILL + c.text + ("}" if "}" not in c.text else "")
+            try:
+                out.append((parse_directive(raw, st.roster), self.mode, raw))
+            except DirectorParseError as exc:
+                log.info("director parse error: %s", exc)
+                out.append((None, "invalid", raw))
+        return out
+
+
+def make_director(
+    mode: str,
+    backend: Backend | None = None,
+    max_speakers: int = 3,
+    allow_repeat: bool = False,
+) -> Director:
+    """Build a director by mode name; `trained` needs a registered `director` adapter, else it
+    falls back to `prompted` with a warning."""
+    if mode not in DIRECTOR_MODES:
+        raise unknown_name("director mode", mode, DIRECTOR_MODES)
+    if mode in ("trained", "prompted"):
+        if backend is None:
+            raise ValueError(f"Director mode {mode!r} needs a backend.")
+        adapter = DIRECTOR_ADAPTER if mode == "trained" and DIRECTOR_ADAPTER in backend.adapters else None
+        if mode == "trained" and adapter is None:
+            log.warning("No trained director adapter is loaded; the director runs prompted on the base model.")
+        return LLMDirector(backend, adapter, max_speakers, allow_repeat)
+    cls = {"round-robin": RoundRobinDirector, "random": RandomDirector, "manual": ManualDirector}[mode]
+    return cls(max_speakers, allow_repeat)

@@ -1,0 +1,105 @@
+"""The process-wide engine: one backend (loaded once, shared by all sessions) plus the adapters
+found in `checkpoints/`, and a factory for per-session GroupChats."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from mascot.backends import Backend, load_backend
+from mascot.chat import GroupChat
+from mascot.checkpoints import director_adapter_dir, find_run, is_adapter, persona_adapter_path
+from mascot.director import DIRECTOR_ADAPTER
+from mascot.errors import MascotError
+from mascot.personas import Persona, PersonaPack
+from mascot.speaker import adapter_name
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """Which backend and model to load, and where trained adapters live."""
+
+    backend: str = "transformers"
+    model: str = "embedded"
+    dtype: str = "auto"
+    device: str = "auto"
+    base_url: str = "http://127.0.0.1:8000/v1"
+    api_key: str = "EMPTY"
+    checkpoints_dir: str = "checkpoints"
+    run: str | None = None
+
+
+@dataclass
+class Engine:
+    """A loaded backend plus the warnings raised while attaching adapters (shown in the UI)."""
+
+    config: EngineConfig
+    backend: Backend
+    warnings: list[str] = field(default_factory=list)
+    run_dir: Path | None = None
+    _loaded_packs: set[str] = field(default_factory=set)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def attach_adapters(self, pack: PersonaPack) -> list[str]:
+        """Load each persona's LoRA (and the director's) onto the shared base, once per pack.
+
+        A missing or ill-fitting adapter gives a warning and that persona runs prompted instead.
+        """
+        with self._lock:
+            if pack.name in self._loaded_packs:
+                return []
+            self._loaded_packs.add(pack.name)
+            new: list[str] = []
+            for p in pack.personas:
+                new += self.attach_persona(p)
+            if self.run_dir is not None and DIRECTOR_ADAPTER not in self.backend.adapters:
+                d = director_adapter_dir(self.run_dir)
+                if is_adapter(d):
+                    new += self._try_add(DIRECTOR_ADAPTER, d, "the director")
+            self.warnings += new
+            return new
+
+    def attach_persona(self, persona: Persona) -> list[str]:
+        name = adapter_name(persona)
+        if name in self.backend.adapters:
+            return []
+        path = persona_adapter_path(persona, self.run_dir)
+        if path is None:
+            return []
+        if not path.exists():
+            return [f"{persona.name}: adapter path {path} does not exist; {persona.name} runs on the prompted base model."]
+        return self._try_add(name, path, persona.name)
+
+    def _try_add(self, name: str, path: Path, who: str) -> list[str]:
+        try:
+            self.backend.add_adapter(name, str(path))
+            log.info("loaded adapter %s from %s", name, path)
+            return []
+        except MascotError as exc:
+            msg = f"{who}: {exc} Falling back to the prompted base model."
+            log.warning(msg)
+            return [msg]
+
+    def group(self, roster: list[Persona], mode: str, **kwargs: object) -> GroupChat:
+        """A GroupChat for one session over the shared backend."""
+        return GroupChat(self.backend, roster, mode=mode, **kwargs)  # type: ignore[arg-type]
+
+
+_ENGINES: dict[EngineConfig, Engine] = {}
+_ENGINES_LOCK = threading.Lock()
+
+
+def get_engine(config: EngineConfig) -> Engine:
+    """Load (once per process) and return the engine for `config`."""
+    with _ENGINES_LOCK:
+        if config not in _ENGINES:
+            backend = load_backend(
+                config.backend, model=config.model, dtype=config.dtype, device=config.device,
+                base_url=config.base_url, api_key=config.api_key,
+            )
+            _ENGINES[config] = Engine(config, backend, run_dir=find_run(config.checkpoints_dir, config.run))
+        return _ENGINES[config]
