@@ -73,6 +73,9 @@ def add_outcomes(frame: pd.DataFrame) -> pd.DataFrame:
     frame["left_system"] = np.where(
         left.eq("a"), frame["system_a"], np.where(left.eq("b"), frame["system_b"], None)
     )
+    for col in RATING_COLUMNS:
+        if col in frame:
+            frame[col] = frame[col].astype("Int64")  # keep 1-5 integers (NaN would make them floats)
     for col in ("too_fast", "is_attention"):
         if col in frame:
             frame[col] = frame[col].astype(bool)
