@@ -1,0 +1,218 @@
+"""The annotator page: a standalone Blocks for blind A/B votes, mounted at /annotate.
+
+Open as `/annotate/?study=ID&annotator=ID` (Prolific-style) or type both in. The browser only ever
+receives masked dialogue text and progress; the assignment token lives in server-side `gr.State`, and
+the store maps "Response A/B" back to systems. Wiring only: all logic is in `annotation.store`.
+Keys: 1 = A better, 2 = B better, 3 = tie, 4 = both bad.
+"""
+
+from __future__ import annotations
+
+import html
+from typing import Any
+
+import gradio as gr
+
+from annotation.errors import AnnotationError, HoldExpired, StudyNotFound
+from annotation.models import CRITERIA
+from annotation.schemas import Finished, Ratings, Task, Turn
+from annotation.store import StudyStore
+from app.settings import Settings
+
+USER_SPEAKERS = {"user", "seeker", "human", "client", "you", "patient"}
+CRITERION_LABELS = {
+    "helpfulness": "Helpfulness",
+    "emotional_appropriateness": "Emotional appropriateness",
+    "perceived_safety": "Perceived safety",
+}
+VOTES = (("A", "A is better  [1]", "vote-a"), ("B", "B is better  [2]", "vote-b"),
+         ("tie", "Tie  [3]", "vote-tie"), ("both_bad", "Both are bad  [4]", "vote-bad"))
+# Installed once per page by demo.load(js=...): keyboard shortcuts and a little layout CSS.
+PAGE_JS = """
+() => {
+  if (window.__mascotAnnotateKeys) return;
+  window.__mascotAnnotateKeys = true;
+  const ids = {"1": "vote-a", "2": "vote-b", "3": "vote-tie", "4": "vote-bad"};
+  document.addEventListener("keydown", (e) => {
+    const tag = (e.target && e.target.tagName) || "";
+    if (["INPUT", "TEXTAREA", "SELECT"].includes(tag) || e.ctrlKey || e.metaKey || e.altKey) return;
+    const id = ids[e.key];
+    if (!id) return;
+    const el = document.getElementById(id);
+    const button = el && (el.tagName === "BUTTON" ? el : el.querySelector("button"));
+    if (button && !button.disabled) { e.preventDefault(); button.click(); }
+  });
+  const style = document.createElement("style");
+  style.textContent = ".annot-progress progress{width:100%;height:14px} .annot-context{font-size:1.05em}";
+  document.head.appendChild(style);
+}
+"""
+RATING_CHOICES = ["1", "2", "3", "4", "5"]
+
+
+def chat_messages(turns: tuple[Turn, ...]) -> list[dict[str, str]]:
+    """Dialogue turns -> Chatbot messages; seeker turns on the user side, others with a bold name."""
+    out = []
+    for turn in turns:
+        if turn.speaker.strip().lower() in USER_SPEAKERS:
+            out.append({"role": "user", "content": turn.text})
+        else:
+            name = f"**{turn.speaker}:** " if turn.speaker else ""
+            out.append({"role": "assistant", "content": f"{name}{turn.text}"})
+    return out
+
+
+def progress_html(done: int, total: int) -> str:
+    """The `12 / 50` progress bar."""
+    return (f'<div class="annot-progress"><progress value="{done}" max="{max(total, 1)}"></progress>'
+            f"<div><b>{done} / {total}</b> completed</div></div>")
+
+
+def _view(result: Task | Finished, session: dict[str, Any], c: dict[str, Any], notice: str = "") -> dict[Any, Any]:
+    """Component updates for a task or the finish screen (c: the page's components by name)."""
+    blank = {c[f"{k}_{s}"]: None for k in CRITERIA for s in "ab"}
+    if isinstance(result, Finished):
+        code = result.completion_code
+        lines = [f"## Thank you, you are done!\n\nYou completed **{result.progress.done}** comparison(s)."]
+        if code:
+            lines.append(f"Your completion code is: **`{html.escape(code)}`**")
+            lines.append(f"[Return to Prolific](https://app.prolific.com/submissions/complete?cc={html.escape(code)})")
+        return {c["state"]: {**session, "token": None}, c["login"]: gr.update(visible=False),
+                c["task"]: gr.update(visible=False), c["finish"]: gr.update(visible=True),
+                c["finish_md"]: "\n\n".join(lines), c["status"]: notice, **blank}
+    return {
+        c["state"]: {**session, "token": result.token},
+        c["login"]: gr.update(visible=False), c["task"]: gr.update(visible=True), c["finish"]: gr.update(visible=False),
+        c["progress"]: progress_html(result.progress.done, result.progress.total),
+        c["instructions"]: result.instructions,
+        c["context"]: f"**Situation:** {result.context}" if result.context else "",
+        c["chat_a"]: chat_messages(result.left), c["chat_b"]: chat_messages(result.right),
+        c["comment"]: "", c["status"]: notice, **blank,
+    }
+
+
+def _login(c: dict[str, Any], store: StudyStore, message: str, study: str | None = None, annotator: str = "") -> dict[Any, Any]:
+    open_ids = [s.id for s in store.list_studies() if s.is_open]
+    return {c["login"]: gr.update(visible=True), c["task"]: gr.update(visible=False),
+            c["finish"]: gr.update(visible=False),
+            c["study_in"]: gr.update(choices=open_ids, value=study if study in open_ids else None),
+            c["annotator_in"]: annotator, c["status"]: message}
+
+
+def start(store: StudyStore, c: dict[str, Any], study: str | None, annotator: str | None) -> dict[Any, Any]:
+    """Begin or resume a session for (study, annotator); the login form again on a bad id."""
+    session = {"study": (study or "").strip(), "annotator": (annotator or "").strip(), "token": None}
+    if not session["study"] or not session["annotator"]:
+        return _login(c, store, "Choose a study and enter your annotator ID (e.g. your Prolific ID).",
+                      session["study"], session["annotator"])
+    try:
+        return _view(store.next_task(study_id=session["study"], annotator=session["annotator"]), session, c)
+    except AnnotationError as exc:
+        return _login(c, store, f"⚠️ {exc}", session["study"], session["annotator"])
+
+
+def on_load(store: StudyStore, c: dict[str, Any], request: gr.Request) -> dict[Any, Any]:
+    """Read ?study=&annotator= (also Prolific's PROLIFIC_PID / STUDY_ID) and start if both are given."""
+    q = dict(request.query_params) if request is not None else {}
+    study = q.get("study") or q.get("STUDY_ID")
+    annotator = q.get("annotator") or q.get("PROLIFIC_PID")
+    return start(store, c, study, annotator)
+
+
+def vote(
+    store: StudyStore, c: dict[str, Any], choice: str, session: dict[str, Any] | None,
+    ratings: list[str | None], comment: str | None,
+) -> dict[Any, Any]:
+    """Record the vote for the current task (idempotent), then show the next task or the finish screen.
+
+    `ratings` are the six radio values in `CRITERIA` x (A, B) order, as shown (A = left).
+    """
+    if not session or not session.get("token"):
+        return _login(c, store, "Your session ended; enter your study and annotator ID to continue.")
+    by_key = dict(zip([f"{k}_{s}" for k in CRITERIA for s in "ab"], ratings))
+    side = {s: Ratings(**{k: int(by_key[f"{k}_{s}"]) if by_key[f"{k}_{s}"] else None for k in CRITERIA}) for s in "ab"}
+    notice = "✓ Saved."
+    try:
+        store.submit(token=session["token"], choice=choice, left=side["a"], right=side["b"], comment=comment or "")
+    except HoldExpired as exc:
+        notice = f"⚠️ {exc}"
+    except StudyNotFound as exc:
+        return _login(c, store, f"⚠️ {exc}", session.get("study"), session.get("annotator", ""))
+    try:
+        return _view(store.next_task(study_id=session["study"], annotator=session["annotator"]), session, c, notice)
+    except AnnotationError as exc:
+        return _login(c, store, f"⚠️ {exc}", session.get("study"), session.get("annotator", ""))
+
+
+def build_annotate_page(settings: Settings, *, store: StudyStore | None = None) -> gr.Blocks:
+    """Build the annotator Blocks (mount it with `gr.mount_gradio_app(app, page, path="/annotate")`).
+
+    Args:
+        settings: app settings; `annotation_db_url` selects the database.
+        store: an already open store to share (tests); by default one is opened from the settings.
+    """
+    store = store or StudyStore(settings.annotation_db_url)
+    c: dict[str, Any] = {}
+    with gr.Blocks(title="Compare responses") as page:
+        c["state"] = gr.State(None)
+        gr.Markdown("# Which response is better?")
+        c["status"] = gr.Markdown("")
+        with gr.Column(visible=False) as c["login"]:
+            c["study_in"] = gr.Dropdown(label="Study", choices=[], allow_custom_value=True)
+            c["annotator_in"] = gr.Textbox(label="Your annotator ID", placeholder="e.g. your Prolific ID")
+            start_btn = gr.Button("Start", variant="primary")
+        with gr.Column(visible=False) as c["task"]:
+            c["progress"] = gr.HTML("")
+            c["instructions"] = gr.Markdown("")
+            c["context"] = gr.Markdown("", elem_classes=["annot-context"])
+            with gr.Row(equal_height=True):
+                opts = dict(height=None, min_height=160, max_height=520, feedback_options=None, buttons=[], group_consecutive_messages=False)
+                c["chat_a"] = gr.Chatbot(label="Response A", **opts)
+                c["chat_b"] = gr.Chatbot(label="Response B", **opts)
+            with gr.Accordion("Ratings (optional, 1 = poor, 5 = excellent)", open=True):
+                for k in CRITERIA:
+                    with gr.Row():
+                        for s, side in (("a", "A"), ("b", "B")):
+                            c[f"{k}_{s}"] = gr.Radio(RATING_CHOICES, label=f"{CRITERION_LABELS[k]}: Response {side}")
+            c["comment"] = gr.Textbox(label="Comment (optional)", lines=2)
+            with gr.Row():
+                buttons = [(choice, gr.Button(label, elem_id=eid, variant="primary" if choice in "AB" else "secondary"))
+                           for choice, label, eid in VOTES]
+            gr.Markdown("Keyboard: **1** = A better, **2** = B better, **3** = tie, **4** = both bad.")
+        with gr.Column(visible=False) as c["finish"]:
+            c["finish_md"] = gr.Markdown("")
+        outputs = list(c.values())
+        inputs = [c["state"], *[c[f"{k}_{s}"] for k in CRITERIA for s in "ab"], c["comment"]]
+
+        def load(request: gr.Request) -> dict[Any, Any]:
+            return on_load(store, c, request)
+
+        def begin(study: str | None, annotator: str | None) -> dict[Any, Any]:
+            return start(store, c, study, annotator)
+
+        def restore(session: dict[str, Any] | None) -> dict[Any, Any]:
+            # The chatbots' trash icon only clears the browser copy: show the held task again.
+            session = session or {}
+            return start(store, c, session.get("study"), session.get("annotator"))
+
+        # "private": hidden from the API page and not callable by client libraries (no scripted votes).
+        private: dict[str, Any] = {"api_visibility": "private"}
+        page.load(load, inputs=None, outputs=outputs, **private)
+        page.load(None, js=PAGE_JS)
+        start_btn.click(begin, [c["study_in"], c["annotator_in"]], outputs, **private)
+        c["annotator_in"].submit(begin, [c["study_in"], c["annotator_in"]], outputs, **private)
+        for chat in (c["chat_a"], c["chat_b"]):
+            chat.clear(restore, [c["state"]], outputs, **private)
+        for choice, button in buttons:
+            button.click(_voter(store, c, choice), inputs, outputs, trigger_mode="once", **private)
+    return page
+
+
+def _voter(store: StudyStore, c: dict[str, Any], choice: str) -> Any:
+    """One click handler per vote button (all share `vote`; FastChat's four clones avoided)."""
+
+    def handler(session: dict[str, Any] | None, ha: str | None, hb: str | None, ea: str | None,
+                eb: str | None, sa: str | None, sb: str | None, comment: str | None) -> dict[Any, Any]:
+        return vote(store, c, choice, session, [ha, hb, ea, eb, sa, sb], comment)
+
+    return handler
