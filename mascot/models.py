@@ -103,3 +103,7 @@ def resolve_model(name: str, progress: bool = True) -> str:
     if Path(name).exists():
         return str(Path(name))
     return name  # a hub-style name; loaders pass local_files_only so nothing downloads
+
+
+if __name__ == "__main__":  # `python -m mascot.models`: prepare the embedded model cache ahead of time
+    print(embedded_model_dir())

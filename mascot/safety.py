@@ -30,7 +30,7 @@ CRISIS_REPLY = (
 _SELF = r"(?:myself|my self|my own life|my life)"
 # Direct and indirect expressions of suicidal intent or self-harm by the speaker.
 _PATTERNS = [
-    rf"\b(?:kill|hurt|harm|cut|hang|drown|poison|shoot|starve)(?:ing)?\s+{_SELF}\b",
+    rf"\b(?:kill(?:ing)?|hurt(?:ing)?|harm(?:ing)?|cut(?:ting)?|hang(?:ing)?|drown(?:ing)?|poison(?:ing)?|shoot(?:ing)?|starv(?:e|ing))\s+{_SELF}\b",
     rf"\b(?:end|take|ending|taking)\s+{_SELF}\b",
     r"\bsuicid(?:e|al)\b",
     r"\bend (?:it|it all|everything)\b",
@@ -42,6 +42,8 @@ _PATTERNS = [
     r"\b(?:can't|cannot|cant) (?:go on|do this anymore|keep living)\b",
     r"\b(?:better off|be better) (?:without me|if i (?:was|were)n't here|dead)\b",
     r"\bnot (?:be|being) here (?:anymore|much longer|tomorrow)\b",
+    r"\b(?:won't|will not|wont) be (?:here|around|alive) (?:tomorrow|much longer|anymore|for long)\b",
+    r"\b(?:go to sleep|fall asleep) and (?:never|not) wake up\b",
     r"\b(?:overdose|self[- ]harm|slit my wrists?|jump off (?:a|the) (?:bridge|building|roof))\b",
     r"\bgoodbye (?:forever|cruel world)\b",
     r"\bwrote (?:a|my) (?:suicide|goodbye) (?:note|letter)\b",

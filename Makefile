@@ -1,0 +1,53 @@
+# MASCOT: `make run` starts the app, `make test` runs the whole suite. Both set everything up.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+HOST ?= 127.0.0.1
+PORT ?= 7860
+PYTEST_ARGS ?=
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+export PIP_DISABLE_PIP_VERSION_CHECK := 1
+
+.PHONY: run test test-fast setup setup-dev chromium model bench lint clean
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+
+$(VENV)/.installed: requirements.txt | $(PY)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -r requirements.txt
+	touch $@
+
+$(VENV)/.dev-installed: requirements-dev.txt $(VENV)/.installed
+	$(PY) -m pip install -q -r requirements-dev.txt
+	touch $@
+
+setup: $(VENV)/.installed
+setup-dev: $(VENV)/.dev-installed chromium
+
+# Debian's Chromium drives the browser tests (Playwright never downloads its own browser here).
+chromium:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends chromium fonts-noto-color-emoji >/dev/null; }
+
+# Convert the embedded GGUF model to a safetensors cache once (progress bar; ~20 s).
+model: $(VENV)/.installed
+	$(PY) -m mascot.models
+
+run: $(VENV)/.installed
+	$(PY) app.py --host $(HOST) --port $(PORT)
+
+test: setup-dev model
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+test-fast: setup-dev
+	$(PY) -m pytest -m "not slow and not browser" $(PYTEST_ARGS)
+
+bench: setup model
+	$(PY) benchmarks/chat_latency.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache

@@ -1,0 +1,25 @@
+"""Start the MASCOT app: `python app.py [--host H] [--port P] [--backend B] [--model M] [--mode MODE]`.
+
+Every flag also reads a `MASCOT_<NAME>` environment variable (see app/settings.py)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+
+from app.server import serve
+from app.settings import Settings
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__)
+    for name in ("host", "backend", "model", "mode", "pack", "dtype", "checkpoints_dir", "data_dir", "openai_base_url"):
+        p.add_argument(f"--{name.replace('_', '-')}", dest=name, default=None)
+    p.add_argument("--port", type=int, default=None)
+    args = p.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    serve(Settings.from_env(**vars(args)))
+
+
+if __name__ == "__main__":
+    main()

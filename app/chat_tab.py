@@ -1,0 +1,345 @@
+"""Chat tab: talk with the companion group. UI wiring only; the engine is `mascot.chat.GroupChat`.
+
+Per-session state (dialogue, the session's copy of the persona pack, seeds) lives in `gr.State`;
+the model is loaded once per process and shared through the `Engine`.
+"""
+
+from __future__ import annotations
+
+import html
+import logging
+import random
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+import gradio as gr
+
+from app.settings import Settings
+from mascot.chat import CrisisEvent, DirectiveEvent, TokenEvent, TurnEvent, validate_message
+from mascot.dialogue import Dialogue, Directive, Turn
+from mascot.director import DIRECTOR_MODES
+from mascot.engine import Engine
+from mascot.errors import MascotError
+from mascot.personas import Persona, PersonaPack, list_packs, load_pack, pack_from_dict
+from mascot.safety import CRISIS_SPEAKER
+from mascot.transcripts import to_json, to_markdown
+
+log = logging.getLogger(__name__)
+
+MODE_HELP = {
+    "trained": "trained director adapter (prompted if none is shipped)",
+    "prompted": "base model prompted as director",
+    "round-robin": "personas take turns in order",
+    "random": "random speakers (MASCOT-C ablation)",
+    "manual": "you pick who replies (or write @Name)",
+}
+
+
+@dataclass
+class ChatSession:
+    """Everything one browser session owns; deep-copied per session by gr.State."""
+
+    pack: PersonaPack
+    dialogue: Dialogue = field(default_factory=Dialogue)
+    seed: int = 0  # seed of the current (last) group turn; regenerate reuses it
+    turns_sent: int = 0
+    session_id: str = field(default_factory=lambda: f"s{random.getrandbits(40):010x}")
+
+
+# Stop flags live outside gr.State (threading.Event cannot be deep-copied), keyed by session id.
+_STOP_FLAGS: dict[str, threading.Event] = {}
+
+
+def stop_flag(session: ChatSession, request: gr.Request | None = None) -> threading.Event:
+    """The stop flag of one browser session (gr.State copies share an id, so prefer the session hash)."""
+    key = getattr(request, "session_hash", None) or session.session_id
+    return _STOP_FLAGS.setdefault(key, threading.Event())
+
+
+# ------------------------------------------------------------------ rendering
+def _persona_label(p: Persona | None, name: str) -> str:
+    if name == CRISIS_SPEAKER:
+        return '<span style="color:#b91c1c;font-weight:700">🛟 Safety</span>'
+    if p is None:
+        return f"<b>{html.escape(name)}</b>"
+    return (f'<span class="persona-name" style="color:{html.escape(p.color)};font-weight:700">'
+            f"{html.escape(p.avatar)} {html.escape(p.name)}</span> <small>· {html.escape(p.role)}</small>")
+
+
+def _directive_message(d: Directive, source: str = "") -> dict[str, Any]:
+    via = f" ({source})" if source and source not in ("prompted", "trained") else ""
+    return {
+        "role": "assistant",
+        "content": f"**Action:** {html.escape(d.action)}  \n**Tone:** {html.escape(d.tone)}",
+        "metadata": {"title": f"🎬 Director → {html.escape(d.speaker)}{via}", "status": "done"},
+    }
+
+
+def _persona_message(pack: PersonaPack, speaker: str, text: str, pending: bool = False) -> dict[str, Any]:
+    p = next((x for x in pack.personas if x.name == speaker), None)
+    body = html.escape(text) + (" ▍" if pending else "")
+    return {"role": "assistant", "content": f"{_persona_label(p, speaker)}\n\n{body}"}
+
+
+def render(session: ChatSession, pending: tuple[str, str] | None = None,
+           pending_directive: tuple[Directive, str] | None = None) -> list[dict[str, Any]]:
+    """Chatbot messages for the dialogue (plus an in-progress reply). All text is HTML-escaped."""
+    msgs: list[dict[str, Any]] = []
+    for t in session.dialogue.turns:
+        if t.is_user:
+            msgs.append({"role": "user", "content": html.escape(t.text)})
+            continue
+        if t.directive is not None:
+            msgs.append(_directive_message(t.directive, str(t.meta.get("source", ""))))
+        msgs.append(_persona_message(session.pack, t.speaker, t.text + (" ⏹" if t.meta.get("stopped") else "")))
+    if pending_directive is not None:
+        msgs.append(_directive_message(*pending_directive))
+    if pending is not None:
+        msgs.append(_persona_message(session.pack, pending[0], pending[1], pending=True))
+    return msgs
+
+
+# ------------------------------------------------------------------ handlers
+class ChatHandlers:
+    """Event handlers, kept free of layout so tests can call them directly."""
+
+    def __init__(self, engine: Engine, settings: Settings) -> None:
+        self.engine = engine
+        self.settings = settings
+
+    def new_session(self, pack_name: str | None = None) -> ChatSession:
+        pack = load_pack(pack_name or self.settings.pack).copy()
+        self.engine.attach_adapters(pack)
+        return ChatSession(pack=pack)
+
+    def _group(self, session: ChatSession, mode: str, max_speakers: int, use_adapters: bool):
+        return self.engine.group(session.pack.active, mode, max_speakers=int(max_speakers), use_adapters=use_adapters,
+                                 max_message_chars=self.settings.max_message_chars)
+
+    def submit(self, text: str, session: ChatSession) -> tuple[str, list[dict[str, Any]], ChatSession, str]:
+        """Validate the message; on success show it at once and keep it as pending for `respond`."""
+        try:
+            clean = validate_message(text, self.settings.max_message_chars)
+        except MascotError as exc:
+            raise gr.Error(str(exc), title="Message not sent") from exc
+        if not session.pack.active:
+            raise gr.Error("No persona is switched on: turn at least one on in the Group panel.", title="Message not sent")
+        session.turns_sent += 1
+        session.seed = session.turns_sent * 1000 + 7
+        preview = render(session) + [{"role": "user", "content": html.escape(clean)}]
+        return "", preview, session, clean
+
+    def respond(self, pending_text: str | None, session: ChatSession, mode: str, max_speakers: int,
+                manual_pick: list[str] | None, use_adapters: bool,
+                request: gr.Request | None = None) -> Iterator[tuple[list[dict[str, Any]], ChatSession]]:
+        """Stream the group's replies (pending_text None = regenerate the last group turn)."""
+        flag = stop_flag(session, request)
+        flag.clear()
+        try:
+            group = self._group(session, mode, max_speakers, use_adapters)
+        except MascotError as exc:
+            raise gr.Error(str(exc)) from exc
+        forced = [n for n in (manual_pick or []) if n in {p.name for p in group.roster}] if mode == "manual" else []
+        directive: tuple[Directive, str] | None = None
+        try:
+            for e in group.respond(session.dialogue, pending_text, seed=session.seed, forced=forced, stop=flag,
+                                   session_id=session.session_id):
+                if isinstance(e, DirectiveEvent):
+                    d = e.decision.directive
+                    directive = (d, e.decision.source) if d is not None else None
+                    if d is not None:
+                        yield render(session, pending_directive=directive, pending=(d.speaker, "")), session
+                elif isinstance(e, TokenEvent):
+                    yield render(session, pending_directive=directive, pending=(e.speaker, e.text)), session
+                elif isinstance(e, (TurnEvent, CrisisEvent)):
+                    directive = None
+                    yield render(session), session
+        except MascotError as exc:
+            raise gr.Error(str(exc)) from exc
+        yield render(session), session
+
+    def regenerate(self, session: ChatSession, mode: str, max_speakers: int, manual_pick: list[str] | None,
+                   use_adapters: bool, new_draw: bool = False,
+                   request: gr.Request | None = None) -> Iterator[tuple[list[dict[str, Any]], ChatSession]]:
+        if session.dialogue.last_user_index() < 0:
+            raise gr.Error("Nothing to regenerate yet: send a message first.")
+        if new_draw:
+            session.seed = random.randrange(1, 2**31)
+        yield from self.respond(None, session, mode, max_speakers, manual_pick, use_adapters, request)
+
+    def stop(self, session: ChatSession, request: gr.Request | None = None) -> None:
+        stop_flag(session, request).set()
+
+    def clear(self, session: ChatSession) -> tuple[list[dict[str, Any]], ChatSession]:
+        session.dialogue = Dialogue()
+        return [], session
+
+    def export(self, session: ChatSession, fmt: str, mode: str) -> str:
+        """Write the transcript to a temporary file and return its path for download."""
+        if not session.dialogue.turns:
+            raise gr.Error("The conversation is empty: nothing to export.")
+        out_dir = Path(tempfile.mkdtemp(prefix="mascot-export-"))
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        if fmt == "json":
+            path = out_dir / f"mascot-chat-{stamp}.json"
+            path.write_text(to_json(session.dialogue, session.pack, mode=mode), encoding="utf-8")
+        else:
+            path = out_dir / f"mascot-chat-{stamp}.md"
+            path.write_text(to_markdown(session.dialogue, session.pack), encoding="utf-8")
+        return str(path)
+
+    # -- group panel
+    def change_pack(self, pack_name: str, session: ChatSession) -> tuple[Any, ...]:
+        try:
+            session = self.new_session(pack_name)
+        except MascotError as exc:
+            raise gr.Error(str(exc)) from exc
+        return (session, [], *self._panel_updates(session))
+
+    def _panel_updates(self, session: ChatSession) -> tuple[Any, ...]:
+        names = [p.name for p in session.pack.personas]
+        active = [p.name for p in session.pack.active]
+        return (
+            gr.update(choices=names, value=active),
+            gr.update(choices=active, value=[]),
+            gr.update(choices=names, value=names[0] if names else None),
+            gr.update(samples=[[s] for s in session.pack.starters]),
+            self.status(session),
+        )
+
+    def toggle_personas(self, chosen: list[str], session: ChatSession) -> tuple[ChatSession, Any, str]:
+        for p in session.pack.personas:
+            p.enabled = p.name in (chosen or [])
+        if not session.pack.active:
+            gr.Warning("Every persona is off: switch at least one on to chat.")
+        return session, gr.update(choices=[p.name for p in session.pack.active], value=[]), self.status(session)
+
+    def persona_fields(self, name: str, session: ChatSession) -> tuple[str, ...]:
+        p = next((x for x in session.pack.personas if x.name == name), None)
+        if p is None:
+            return ("", "", "", "", "", "", "")
+        return (p.name, p.role, p.goal, "\n".join(p.behaviours), "\n".join(p.avoid), p.style, "\n".join(p.examples))
+
+    def save_persona(self, original: str, name: str, role: str, goal: str, behaviours: str, avoid: str, style: str,
+                     examples: str, as_new: bool, session: ChatSession) -> tuple[Any, ...]:
+        """Edit a persona (or add a new one) for this session only, validated like a pack file."""
+        lines = lambda s: [x.strip(" -•\t") for x in (s or "").splitlines() if x.strip()]  # noqa: E731
+        personas = [p.to_dict() for p in session.pack.personas]
+        edited = {"name": (name or "").strip(), "role": (role or "").strip(), "goal": (goal or "").strip(),
+                  "behaviours": lines(behaviours), "avoid": lines(avoid), "style": (style or "").strip(),
+                  "examples": lines(examples)}
+        if as_new:
+            edited.update(color="#475569", avatar="✨")
+            personas.append(edited)
+        else:
+            idx = next((i for i, p in enumerate(personas) if p["name"] == original), None)
+            if idx is None:
+                raise gr.Error(f"Pick a persona to edit first (no persona named {original!r}).")
+            personas[idx].update(edited)
+        try:
+            new_pack = pack_from_dict({"name": session.pack.name, "title": session.pack.title, "setting": session.pack.setting,
+                                       "description": session.pack.description, "starters": session.pack.starters,
+                                       "personas": personas}, source="the persona editor")
+        except MascotError as exc:
+            raise gr.Error(str(exc), title="Persona not saved") from exc
+        session.pack = new_pack
+        for p in new_pack.personas:
+            self.engine.attach_persona(p)
+        gr.Info(f"{edited['name']} {'added' if as_new else 'updated'} for this session.")
+        return (session, *self._panel_updates(session))
+
+    def status(self, session: ChatSession) -> str:
+        info = self.engine.backend.info()
+        lines = [f"**Model:** {html.escape(info.model)} · {info.kind} · {info.device} {info.dtype}"]
+        trained = [p.name for p in session.pack.personas if f"speaker-{p.key}" in self.engine.backend.adapters]
+        lines.append("**Trained speakers:** " + (", ".join(trained) if trained else "none (prompted base model)"))
+        lines.append("**Director adapter:** " + ("loaded" if "director" in self.engine.backend.adapters else "none"))
+        for w in self.engine.warnings:
+            lines.append(f"⚠️ {html.escape(w)}")
+        return "  \n".join(lines)
+
+
+# ------------------------------------------------------------------ layout
+def render_chat_tab(engine: Engine, settings: Settings) -> ChatHandlers:
+    """Build the chat tab inside the current Blocks context and wire its events."""
+    h = ChatHandlers(engine, settings)
+    first = h.new_session()
+    state = gr.State(first)
+    pending = gr.State(None)
+    mode_choices = [(f"{m} — {MODE_HELP[m]}", m) for m in DIRECTOR_MODES]
+    with gr.Row(equal_height=False):
+        with gr.Column(scale=3):
+            chatbot = gr.Chatbot(label="Companion group", height=560, group_consecutive_messages=False,
+                                 elem_id="chatbot", buttons=["copy"], feedback_options=None,
+                                 placeholder="Say what's on your mind — the group will answer together.")
+            with gr.Row():
+                msg = gr.Textbox(placeholder="Type a message (Enter to send, @Name to address a persona)",
+                                 show_label=False, scale=6, max_lines=6, elem_id="msg", autofocus=True)
+                send = gr.Button("Send", variant="primary", scale=1, elem_id="send")
+                stop = gr.Button("Stop", variant="stop", scale=1, elem_id="stop")
+            with gr.Row():
+                regen = gr.Button("↻ Regenerate", size="sm", elem_id="regenerate")
+                redraw = gr.Button("🎲 New draw", size="sm", elem_id="new-draw")
+                clear = gr.Button("🗑 Clear", size="sm", elem_id="clear")
+                export_json = gr.Button("⬇ JSON", size="sm", elem_id="export-json")
+                export_md = gr.Button("⬇ Markdown", size="sm", elem_id="export-md")
+            export_file = gr.File(label="Transcript", visible=True, interactive=False, height=60)
+            starters = gr.Dataset(components=[msg], samples=[[s] for s in first.pack.starters], label="Scenario starters",
+                                  elem_id="starters")
+        with gr.Column(scale=1, min_width=280):
+            gr.Markdown("### Group")
+            pack_dd = gr.Dropdown(list_packs(), value=first.pack.name, label="Persona pack", elem_id="pack")
+            personas_cb = gr.CheckboxGroup([p.name for p in first.pack.personas], value=[p.name for p in first.pack.active],
+                                           label="Personas on", elem_id="personas")
+            mode = gr.Radio(mode_choices, value=settings.mode if settings.mode in DIRECTOR_MODES else "trained",
+                            label="Director", elem_id="mode")
+            max_speakers = gr.Slider(1, 4, value=settings.max_speakers, step=1, label="Most replies per message")
+            manual_pick = gr.CheckboxGroup([p.name for p in first.pack.active], label="Who replies next (manual mode)")
+            use_adapters = gr.Checkbox(value=True, label="Use trained speaker adapters")
+            with gr.Accordion("Edit or add a persona (this session)", open=False):
+                edit_pick = gr.Dropdown([p.name for p in first.pack.personas], value=first.pack.personas[0].name, label="Persona")
+                v = h.persona_fields(first.pack.personas[0].name, first)
+                e_name = gr.Textbox(v[0], label="Name")
+                e_role = gr.Textbox(v[1], label="Role")
+                e_goal = gr.Textbox(v[2], label="Goal", lines=2)
+                e_beh = gr.Textbox(v[3], label="Behaviours (one per line)", lines=3)
+                e_avoid = gr.Textbox(v[4], label="Must not (one per line)", lines=2)
+                e_style = gr.Textbox(v[5], label="Style")
+                e_ex = gr.Textbox(v[6], label="Example lines (one per line)", lines=2)
+                with gr.Row():
+                    e_save = gr.Button("Save changes", size="sm")
+                    e_add = gr.Button("Add as new persona", size="sm")
+            status = gr.Markdown(h.status(first), elem_id="status")
+
+    settings_inputs = [mode, max_speakers, manual_pick, use_adapters]
+    submit_args = dict(fn=h.submit, inputs=[msg, state], outputs=[msg, chatbot, state, pending], queue=False)
+    respond_args = dict(fn=h.respond, inputs=[pending, state, *settings_inputs], outputs=[chatbot, state])
+    ev1 = msg.submit(**submit_args).success(**respond_args)
+    ev2 = send.click(**submit_args).success(**respond_args)
+    stop.click(h.stop, [state], None, queue=False)
+
+    def regenerate(s: ChatSession, m: str, k: int, pick: list[str], ad: bool, request: gr.Request):
+        yield from h.regenerate(s, m, k, pick, ad, False, request)
+
+    def new_draw(s: ChatSession, m: str, k: int, pick: list[str], ad: bool, request: gr.Request):
+        yield from h.regenerate(s, m, k, pick, ad, True, request)
+
+    regen.click(regenerate, [state, *settings_inputs], [chatbot, state])
+    redraw.click(new_draw, [state, *settings_inputs], [chatbot, state])
+    clear.click(h.clear, [state], [chatbot, state], queue=False)
+    export_json.click(lambda s, m: h.export(s, "json", m), [state, mode], [export_file])
+    export_md.click(lambda s, m: h.export(s, "md", m), [state, mode], [export_file])
+    starters.click(lambda x: x[0], [starters], [msg], queue=False)
+    panel = [personas_cb, manual_pick, edit_pick, starters, status]
+    pack_dd.change(h.change_pack, [pack_dd, state], [state, chatbot, *panel])
+    personas_cb.input(h.toggle_personas, [personas_cb, state], [state, manual_pick, status])
+    edit_fields = [e_name, e_role, e_goal, e_beh, e_avoid, e_style, e_ex]
+    edit_pick.change(h.persona_fields, [edit_pick, state], edit_fields)
+    e_save.click(lambda *a: h.save_persona(*a[:-1], False, a[-1]), [edit_pick, *edit_fields, state], [state, *panel])
+    e_add.click(lambda *a: h.save_persona(*a[:-1], True, a[-1]), [edit_pick, *edit_fields, state], [state, *panel])
+    del ev1, ev2
+    return h
