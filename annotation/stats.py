@@ -105,11 +105,14 @@ class Comparison:
 
 
 def _orient(frame: pd.DataFrame) -> list[tuple[str, str]]:
-    """System pairs as (focal, other): the system in more judgments first, e.g. MASCOT vs each baseline."""
+    """System pairs as (focal, other): the system in more judgments first (MASCOT vs each baseline);
+    on a tie, the one more often listed as side a in the pairs file, then alphabetical."""
     counts = pd.concat([frame["system_a"], frame["system_b"]]).value_counts()
+    as_a = frame["system_a"].value_counts()
+    key = lambda s: (-counts.get(s, 0), -as_a.get(s, 0), s)  # noqa: E731
     pairs = {tuple(sorted(p)) for p in zip(frame["system_a"], frame["system_b"])}
-    out = [tuple(sorted(p, key=lambda s: (-counts[s], s))) for p in pairs]
-    return sorted(out, key=lambda p: (-counts[p[0]], p[0], p[1]))  # type: ignore[return-value]
+    out = [tuple(sorted(p, key=key)) for p in pairs]
+    return sorted(out, key=lambda p: (key(p[0]), key(p[1])))  # type: ignore[return-value]
 
 
 def compare_pairs(frame: pd.DataFrame) -> list[Comparison]:

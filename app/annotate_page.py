@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import html
 from typing import Any
+from urllib.parse import quote
 
 import gradio as gr
 
@@ -30,8 +31,8 @@ VOTES = (("A", "A is better  [1]", "vote-a"), ("B", "B is better  [2]", "vote-b"
 # Installed once per page by demo.load(js=...): keyboard shortcuts and a little layout CSS.
 PAGE_JS = """
 () => {
-  if (window.__mascotAnnotateKeys) return;
-  window.__mascotAnnotateKeys = true;
+  if (window.__annotateKeys) return;
+  window.__annotateKeys = true;
   const ids = {"1": "vote-a", "2": "vote-b", "3": "vote-tie", "4": "vote-bad"};
   document.addEventListener("keydown", (e) => {
     const tag = (e.target && e.target.tagName) || "";
@@ -48,6 +49,11 @@ PAGE_JS = """
 }
 """
 RATING_CHOICES = ["1", "2", "3", "4", "5"]
+RATING_KEYS = tuple(f"{k}_{s}" for k in CRITERIA for s in "ab")  # s: shown side, a = Response A (left)
+# Handlers take `c`, a mapping from these names to the page's components, and return updates keyed by
+# them; tests pass {name: name} to read the updates by name.
+COMPONENT_NAMES = ("state", "status", "login", "study_in", "annotator_in", "task", "progress", "instructions",
+                   "context", "chat_a", "chat_b", *RATING_KEYS, "comment", "finish", "finish_md")
 
 
 def chat_messages(turns: tuple[Turn, ...]) -> list[dict[str, str]]:
@@ -70,13 +76,13 @@ def progress_html(done: int, total: int) -> str:
 
 def _view(result: Task | Finished, session: dict[str, Any], c: dict[str, Any], notice: str = "") -> dict[Any, Any]:
     """Component updates for a task or the finish screen (c: the page's components by name)."""
-    blank = {c[f"{k}_{s}"]: None for k in CRITERIA for s in "ab"}
+    blank = {c[key]: None for key in RATING_KEYS}
     if isinstance(result, Finished):
         code = result.completion_code
         lines = [f"## Thank you, you are done!\n\nYou completed **{result.progress.done}** comparison(s)."]
         if code:
             lines.append(f"Your completion code is: **`{html.escape(code)}`**")
-            lines.append(f"[Return to Prolific](https://app.prolific.com/submissions/complete?cc={html.escape(code)})")
+            lines.append(f"[Return to Prolific](https://app.prolific.com/submissions/complete?cc={quote(code)})")
         return {c["state"]: {**session, "token": None}, c["login"]: gr.update(visible=False),
                 c["task"]: gr.update(visible=False), c["finish"]: gr.update(visible=True),
                 c["finish_md"]: "\n\n".join(lines), c["status"]: notice, **blank}
@@ -129,7 +135,7 @@ def vote(
     """
     if not session or not session.get("token"):
         return _login(c, store, "Your session ended; enter your study and annotator ID to continue.")
-    by_key = dict(zip([f"{k}_{s}" for k in CRITERIA for s in "ab"], ratings))
+    by_key = dict(zip(RATING_KEYS, ratings))
     side = {s: Ratings(**{k: int(by_key[f"{k}_{s}"]) if by_key[f"{k}_{s}"] else None for k in CRITERIA}) for s in "ab"}
     notice = "✓ Saved."
     try:
@@ -182,7 +188,8 @@ def build_annotate_page(settings: Settings, *, store: StudyStore | None = None) 
         with gr.Column(visible=False) as c["finish"]:
             c["finish_md"] = gr.Markdown("")
         outputs = list(c.values())
-        inputs = [c["state"], *[c[f"{k}_{s}"] for k in CRITERIA for s in "ab"], c["comment"]]
+        assert set(c) == set(COMPONENT_NAMES), f"components out of sync: {set(c) ^ set(COMPONENT_NAMES)}"
+        inputs = [c["state"], *[c[key] for key in RATING_KEYS], c["comment"]]
 
         def load(request: gr.Request) -> dict[Any, Any]:
             return on_load(store, c, request)
