@@ -7,11 +7,11 @@ from types import SimpleNamespace
 
 import gradio as gr
 import pytest
-from annotation_fixtures import make_store, seed_study
 
 from annotation.frames import load_judgments
 from app.annotate_page import COMPONENT_NAMES, build_annotate_page, chat_messages, on_load, start, vote
 from app.settings import Settings
+from tests.annotation_fixtures import make_store, seed_study
 
 C = {name: name for name in COMPONENT_NAMES}
 SYSTEM_WORDS = ("mascot", "few-shot", "cot")

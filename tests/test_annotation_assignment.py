@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
-from annotation_fixtures import FakeClock, make_store, seed_study
 
 from annotation.assignment import order_coin
 from annotation.errors import HoldExpired
 from annotation.frames import load_judgments
 from annotation.schemas import Finished, Task
+from tests.annotation_fixtures import FakeClock, make_store, seed_study
 
 
 def drain(store, annotator, study="s1", choice="A"):

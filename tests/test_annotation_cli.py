@@ -11,9 +11,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from annotation_fixtures import pair_line, write_jsonl
 
 from annotation.cli import main
+from tests.annotation_fixtures import pair_line, write_jsonl
 
 REPO = Path(__file__).resolve().parents[1]
 

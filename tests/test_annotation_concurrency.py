@@ -13,11 +13,11 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from annotation_fixtures import make_store, seed_study
 
 from annotation.frames import load_judgments
 from annotation.schemas import Task
 from annotation.store import StudyStore
+from tests.annotation_fixtures import make_store, seed_study
 
 WRITERS = 16
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 
 import pytest
-from annotation_fixtures import make_store, pair_line, seed_study, write_jsonl
 
 from annotation.errors import ImportValidationError
 from annotation.frames import load_judgments
 from annotation.importing import import_judgments, import_pairs
 from annotation.schemas import StudyConfig
+from tests.annotation_fixtures import make_store, pair_line, seed_study, write_jsonl
 
 
 @pytest.fixture

@@ -7,7 +7,6 @@ import sqlite3
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
-from annotation_fixtures import FakeClock, make_store, pair_line, seed_study, write_jsonl
 from sqlalchemy import text
 
 from annotation.errors import InvalidInput, StudyClosed, StudyNotFound
@@ -15,6 +14,7 @@ from annotation.frames import load_judgments
 from annotation.importing import import_pairs
 from annotation.models import Base
 from annotation.schemas import Finished, Ratings, StudyConfig, Task
+from tests.annotation_fixtures import FakeClock, make_store, pair_line, seed_study, write_jsonl
 
 
 def test_schema_comes_from_migrations_and_matches_models(tmp_path):

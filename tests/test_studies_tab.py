@@ -7,7 +7,6 @@ from pathlib import Path
 
 import gradio as gr
 import pytest
-from annotation_fixtures import make_store, pair_line, write_jsonl
 
 from app.settings import Settings
 from app.studies_tab import (
@@ -20,6 +19,7 @@ from app.studies_tab import (
     set_open,
     studies_table,
 )
+from tests.annotation_fixtures import make_store, pair_line, write_jsonl
 
 
 @pytest.fixture

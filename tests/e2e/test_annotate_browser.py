@@ -4,15 +4,11 @@ votes land in the database with the right systems, and no system name ever reach
 from __future__ import annotations
 
 import re
-import socket
-import threading
 import time
 
 import gradio as gr
 import httpx
 import pytest
-import uvicorn
-from annotation_fixtures import make_store, pair_line, write_jsonl
 from fastapi import FastAPI
 
 from annotation.frames import load_judgments
@@ -20,6 +16,8 @@ from annotation.importing import import_pairs
 from annotation.schemas import StudyConfig
 from app.annotate_page import build_annotate_page
 from app.settings import Settings
+from tests.annotation_fixtures import make_store, pair_line, write_jsonl
+from tests.conftest import free_port, run_uvicorn
 
 pytestmark = pytest.mark.browser
 SYSTEMS = ("MASCOT", "Few-Shot CoT")
@@ -46,12 +44,6 @@ class Recorder:
         return await self.app(scope, receive, tee)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture
 def server(tmp_path):
     """The annotate page mounted at /annotate of a FastAPI app (as the main server does), seeded."""
@@ -64,13 +56,7 @@ def server(tmp_path):
     app = gr.mount_gradio_app(app, build_annotate_page(Settings(data_dir=str(tmp_path)), store=store), path="/annotate")
     recorder = Recorder(app)
     port = free_port()
-    srv = uvicorn.Server(uvicorn.Config(recorder, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=srv.run, daemon=True)
-    thread.start()
-    deadline = time.time() + 30
-    while not srv.started and time.time() < deadline:
-        time.sleep(0.05)
-    assert srv.started, "uvicorn did not start"
+    srv, thread = run_uvicorn(recorder, port)
     yield f"http://127.0.0.1:{port}", store, recorder
     srv.should_exit = True
     thread.join(timeout=10)
