@@ -120,23 +120,34 @@ class ChatHandlers:
         return self.engine.group(session.pack.active, mode, max_speakers=int(max_speakers), use_adapters=use_adapters,
                                  max_message_chars=self.settings.max_message_chars)
 
-    def submit(self, text: str, session: ChatSession) -> tuple[str, list[dict[str, Any]], ChatSession, str]:
-        """Validate the message; on success show it at once and keep it as pending for `respond`."""
+    def submit(self, text: str, session: ChatSession) -> tuple[Any, list[dict[str, Any]], ChatSession, str | None, str]:
+        """Validate the message; on success show it at once and keep it pending for `respond`.
+
+        A rejected message stays in the box (nothing is lost or sent) and the notice says why."""
         try:
             clean = validate_message(text, self.settings.max_message_chars)
+            if not session.pack.active:
+                raise MascotError("No persona is switched on: turn at least one on in the Group panel.")
         except MascotError as exc:
-            raise gr.Error(str(exc), title="Message not sent") from exc
-        if not session.pack.active:
-            raise gr.Error("No persona is switched on: turn at least one on in the Group panel.", title="Message not sent")
+            gr.Warning(str(exc), title="Message not sent")
+            return gr.update(), render(session), session, None, f"⚠️ **Message not sent.** {html.escape(str(exc))}"
         session.turns_sent += 1
         session.seed = session.turns_sent * 1000 + 7
         preview = render(session) + [{"role": "user", "content": html.escape(clean)}]
-        return "", preview, session, clean
+        return "", preview, session, clean, ""
 
     def respond(self, pending_text: str | None, session: ChatSession, mode: str, max_speakers: int,
                 manual_pick: list[str] | None, use_adapters: bool,
                 request: gr.Request | None = None) -> Iterator[tuple[list[dict[str, Any]], ChatSession]]:
-        """Stream the group's replies (pending_text None = regenerate the last group turn)."""
+        """Stream the group's replies to the pending message (nothing when it was rejected)."""
+        if not pending_text:
+            return
+        yield from self._stream(pending_text, session, mode, max_speakers, manual_pick, use_adapters, request)
+
+    def _stream(self, pending_text: str | None, session: ChatSession, mode: str, max_speakers: int,
+                manual_pick: list[str] | None, use_adapters: bool,
+                request: gr.Request | None) -> Iterator[tuple[list[dict[str, Any]], ChatSession]]:
+        """Run the group (pending_text None = regenerate the last group turn), yielding renders."""
         flag = stop_flag(session, request)
         flag.clear()
         try:
@@ -169,7 +180,7 @@ class ChatHandlers:
             raise gr.Error("Nothing to regenerate yet: send a message first.")
         if new_draw:
             session.seed = random.randrange(1, 2**31)
-        yield from self.respond(None, session, mode, max_speakers, manual_pick, use_adapters, request)
+        yield from self._stream(None, session, mode, max_speakers, manual_pick, use_adapters, request)
 
     def stop(self, session: ChatSession, request: gr.Request | None = None) -> None:
         stop_flag(session, request).set()
@@ -252,6 +263,21 @@ class ChatHandlers:
         gr.Info(f"{edited['name']} {'added' if as_new else 'updated'} for this session.")
         return (session, *self._panel_updates(session))
 
+    def api_chat(self, message: str, history: list[dict] | None = None, pack: str = "emotional-support",
+                 mode: str = "trained", max_speakers: int = 3, seed: int = 0) -> list[dict]:
+        """Stateless API: send `message` after `history` (turn dicts as returned here); returns the whole
+        dialogue as a list of turns `{speaker, text, directive, meta}`."""
+        try:
+            p = load_pack(pack)
+            self.engine.attach_adapters(p)
+            dialogue = Dialogue.from_dict({"turns": history or []})
+            group = self.engine.group(p.active, mode, max_speakers=int(max_speakers),
+                                      max_message_chars=self.settings.max_message_chars)
+            group.run(dialogue, message, seed=int(seed))
+        except (MascotError, KeyError, TypeError) as exc:
+            raise gr.Error(str(exc)) from exc
+        return [t.to_dict() for t in dialogue.turns]
+
     def status(self, session: ChatSession) -> str:
         info = self.engine.backend.info()
         lines = [f"**Model:** {html.escape(info.model)} · {info.kind} · {info.device} {info.dtype}"]
@@ -287,6 +313,7 @@ def render_chat_tab(engine: Engine, settings: Settings) -> ChatHandlers:
                 clear = gr.Button("🗑 Clear", size="sm", elem_id="clear")
                 export_json = gr.Button("⬇ JSON", size="sm", elem_id="export-json")
                 export_md = gr.Button("⬇ Markdown", size="sm", elem_id="export-md")
+            notice = gr.Markdown("", elem_id="notice")
             export_file = gr.File(label="Transcript", visible=True, interactive=False, height=60)
             starters = gr.Dataset(components=[msg], samples=[[s] for s in first.pack.starters], label="Scenario starters",
                                   elem_id="starters")
@@ -316,10 +343,10 @@ def render_chat_tab(engine: Engine, settings: Settings) -> ChatHandlers:
             status = gr.Markdown(h.status(first), elem_id="status")
 
     settings_inputs = [mode, max_speakers, manual_pick, use_adapters]
-    submit_args = dict(fn=h.submit, inputs=[msg, state], outputs=[msg, chatbot, state, pending], queue=False)
+    submit_args = dict(fn=h.submit, inputs=[msg, state], outputs=[msg, chatbot, state, pending, notice], queue=False)
     respond_args = dict(fn=h.respond, inputs=[pending, state, *settings_inputs], outputs=[chatbot, state])
-    ev1 = msg.submit(**submit_args).success(**respond_args)
-    ev2 = send.click(**submit_args).success(**respond_args)
+    ev1 = msg.submit(**submit_args).then(**respond_args)
+    ev2 = send.click(**submit_args).then(**respond_args)
     stop.click(h.stop, [state], None, queue=False)
 
     def regenerate(s: ChatSession, m: str, k: int, pick: list[str], ad: bool, request: gr.Request):
@@ -341,5 +368,6 @@ def render_chat_tab(engine: Engine, settings: Settings) -> ChatHandlers:
     edit_pick.change(h.persona_fields, [edit_pick, state], edit_fields)
     e_save.click(lambda *a: h.save_persona(*a[:-1], False, a[-1]), [edit_pick, *edit_fields, state], [state, *panel])
     e_add.click(lambda *a: h.save_persona(*a[:-1], True, a[-1]), [edit_pick, *edit_fields, state], [state, *panel])
+    gr.api(h.api_chat, api_name="chat")
     del ev1, ev2
     return h

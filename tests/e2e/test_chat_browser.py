@@ -1,0 +1,64 @@
+"""End to end in headless Chromium: open the app, send a message, see replies from two personas."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.server import build_server
+from app.settings import Settings
+from mascot.backends.fake import FakeBackend
+from mascot.engine import Engine, EngineConfig, get_engine
+from tests.conftest import run_uvicorn
+
+pytestmark = pytest.mark.browser
+
+
+def _engine(kind: str) -> Engine:
+    if kind == "fake":
+        return Engine(EngineConfig(backend="fake"), FakeBackend(chunk_size=3))
+    return get_engine(EngineConfig())  # the embedded SmolLM2 with the shipped adapters
+
+
+@pytest.mark.parametrize("kind", ["fake", pytest.param("embedded", marks=pytest.mark.slow)])
+def test_send_message_and_see_two_personas(browser, port, tmp_path, kind):
+    settings = Settings(data_dir=str(tmp_path), backend=kind, mode="round-robin", port=port, max_speakers=2)
+    server, _ = run_uvicorn(build_server(settings, _engine(kind)), port)
+    page = browser.new_page()
+    dialogs: list[str] = []
+    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    try:
+        page.goto(f"http://127.0.0.1:{port}/")
+        page.locator("#msg textarea").wait_for(timeout=60_000)
+        page.locator("#msg textarea").fill("I failed my driving test <script>alert('x')</script>")
+        page.locator("#send").click()
+        bot = page.locator("#chatbot .persona-name")
+        bot.nth(1).wait_for(timeout=120_000)  # the second persona's bubble
+        page.wait_for_function(
+            "() => !document.querySelector('#chatbot').innerText.includes('▍')", timeout=180_000)
+        names = [n.strip() for n in bot.all_inner_texts()]
+        assert any("Anchor" in n for n in names) and any("Catalyst" in n for n in names), names
+        chat_text = page.locator("#chatbot").inner_text()
+        assert "<script>alert('x')</script>" in chat_text  # shown literally, never executed
+        assert dialogs == []
+        assert "Director → Anchor" in chat_text
+        page.screenshot(path=str(tmp_path / f"chat-{kind}.png"), full_page=True)
+    finally:
+        page.close()
+        server.should_exit = True
+
+
+def test_empty_message_shows_notice_and_sends_nothing(browser, port, tmp_path):
+    settings = Settings(data_dir=str(tmp_path), backend="fake", mode="round-robin", port=port)
+    fake = FakeBackend()
+    server, _ = run_uvicorn(build_server(settings, Engine(EngineConfig(backend="fake"), fake)), port)
+    page = browser.new_page()
+    try:
+        page.goto(f"http://127.0.0.1:{port}/")
+        page.locator("#msg textarea").wait_for(timeout=60_000)
+        page.locator("#msg textarea").fill("   ")
+        page.locator("#send").click()
+        page.locator("#notice").get_by_text("Your message is empty").wait_for(timeout=15_000)
+        assert fake.calls == [] and page.locator("#chatbot .persona-name").count() == 0
+    finally:
+        page.close()
+        server.should_exit = True
