@@ -314,7 +314,7 @@ def render_chat_tab(engine: Engine, settings: Settings) -> ChatHandlers:
                 export_json = gr.Button("⬇ JSON", size="sm", elem_id="export-json")
                 export_md = gr.Button("⬇ Markdown", size="sm", elem_id="export-md")
             notice = gr.Markdown("", elem_id="notice")
-            export_file = gr.File(label="Transcript", visible=True, interactive=False, height=60)
+            export_file = gr.File(label="Transcript", visible=False, interactive=False, height=60)
             starters = gr.Dataset(components=[msg], samples=[[s] for s in first.pack.starters], label="Scenario starters",
                                   elem_id="starters")
         with gr.Column(scale=1, min_width=280):
@@ -358,8 +358,8 @@ def render_chat_tab(engine: Engine, settings: Settings) -> ChatHandlers:
     regen.click(regenerate, [state, *settings_inputs], [chatbot, state])
     redraw.click(new_draw, [state, *settings_inputs], [chatbot, state])
     clear.click(h.clear, [state], [chatbot, state], queue=False)
-    export_json.click(lambda s, m: h.export(s, "json", m), [state, mode], [export_file])
-    export_md.click(lambda s, m: h.export(s, "md", m), [state, mode], [export_file])
+    export_json.click(lambda s, m: gr.update(value=h.export(s, "json", m), visible=True), [state, mode], [export_file])
+    export_md.click(lambda s, m: gr.update(value=h.export(s, "md", m), visible=True), [state, mode], [export_file])
     starters.click(lambda x: x[0], [starters], [msg], queue=False)
     panel = [personas_cb, manual_pick, edit_pick, starters, status]
     pack_dd.change(h.change_pack, [pack_dd, state], [state, chatbot, *panel])

@@ -1,0 +1,90 @@
+"""Engine: adapters from checkpoints attach to the shared base, bad ones warn and fall back."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from mascot.backends.fake import FakeBackend
+from mascot.backends.hf import TransformersBackend
+from mascot.checkpoints import find_run, list_runs
+from mascot.engine import Engine, EngineConfig
+from mascot.personas import load_pack
+from tests.test_backends import make_lora
+
+
+def _adapter_dir(path: Path) -> Path:
+    path.mkdir(parents=True)
+    (path / "adapter_config.json").write_text("{}")
+    return path
+
+
+def test_find_run_prefers_named_then_default_then_newest(tmp_path):
+    assert find_run(tmp_path) is None
+    _adapter_dir(tmp_path / "old" / "speakers" / "anchor")
+    _adapter_dir(tmp_path / "tiny-cpu" / "speakers" / "anchor")
+    assert find_run(tmp_path) == tmp_path / "tiny-cpu"
+    assert find_run(tmp_path, "old") == tmp_path / "old"
+    assert {p.name for p in list_runs(tmp_path)} == {"old", "tiny-cpu"}
+
+
+def test_attach_adapters_loads_run_and_warns_on_bad_paths(tmp_path, tiny_model_dir):
+    run = tmp_path / "run1"
+    make_lora(tiny_model_dir, run / "speakers" / "anchor", seed=3)
+    pack = load_pack("emotional-support").copy()
+    pack.get("Beacon").adapter = str(tmp_path / "missing")
+    backend = TransformersBackend(str(tiny_model_dir), dtype="float32")
+    engine = Engine(EngineConfig(), backend, run_dir=run)
+    warnings = engine.attach_adapters(pack)
+    assert "speaker-anchor" in backend.adapters and "speaker-catalyst" not in backend.adapters
+    assert len(warnings) == 1 and "Beacon" in warnings[0] and "does not exist" in warnings[0]
+    assert engine.attach_adapters(pack) == []  # once per pack
+
+
+def test_ill_fitting_adapter_warns_and_persona_runs_prompted(tmp_path):
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "adapter_config.json").write_text(json.dumps({"peft_type": "LORA"}))
+
+    class Refusing(FakeBackend):
+        def add_adapter(self, name, path):
+            from mascot.errors import BackendError
+            raise BackendError(f"Adapter {name!r} at {path} does not fit the loaded base model.")
+
+    pack = load_pack("emotional-support").copy()
+    pack.get("Anchor").adapter = str(bad)
+    engine = Engine(EngineConfig(backend="fake"), Refusing())
+    warnings = engine.attach_adapters(pack)
+    assert warnings and "does not fit" in warnings[0] and "prompted base model" in warnings[0]
+    turns = engine.group(pack.active, "round-robin").run(__import__("mascot.dialogue").dialogue.Dialogue(), "hi")
+    assert turns[0].speaker == "Anchor" and "(base)" in turns[0].text
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "mascot", "chat", *args], capture_output=True, text=True, timeout=120)
+
+
+def test_cli_json_lines():
+    r = _cli("--message", "I got the job!", "--backend", "fake", "--mode", "round-robin", "--json")
+    assert r.returncode == 0, r.stderr
+    rows = [json.loads(line) for line in r.stdout.splitlines()]
+    assert [x["speaker"] for x in rows] == ["Anchor", "Catalyst", "Beacon"]
+    assert all(set(x) == {"speaker", "directive", "text"} and x["text"] for x in rows)
+
+
+def test_cli_errors_are_one_clear_line():
+    r = _cli("--message", "hi", "--backend", "nope")
+    assert r.returncode == 2 and "Valid backend names: fake, openai, transformers, vllm" in r.stderr
+    assert "Traceback" not in r.stderr
+    r = _cli("--message", "hi", "--backend", "fake", "--mode", "chaos")
+    assert r.returncode == 2 and "Valid director mode names" in r.stderr
+    r = _cli("--message", " ", "--backend", "fake")
+    assert r.returncode == 2 and "empty" in r.stderr
+
+
+def test_cli_interactive_session():
+    r = subprocess.run([sys.executable, "-m", "mascot", "chat", "--backend", "fake", "--mode", "round-robin"],
+                       input="hello there\n\n/quit\n", capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and "Anchor:" in r.stdout and "empty message" in r.stdout
