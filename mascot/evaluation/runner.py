@@ -1,0 +1,153 @@
+"""Run an evaluation: generate one round per scenario for each system (batched through the shared
+engine), judge every persona reply, aggregate into the paper's tables, write JSON/CSV/Markdown.
+
+    python -m mascot eval --systems mascot,zero-shot,few-shot --scenarios bundled-test --judge offline
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tqdm.auto import tqdm
+
+from mascot.backends import Backend, load_backend
+from mascot.data import Scenario, load_scenarios
+from mascot.errors import ConfigError
+from mascot.evaluation.metrics import MAPPINGS
+from mascot.evaluation.report import diversity, score_table, verdict_record, write_outputs
+from mascot.evaluation.systems import SYSTEMS, Round, RunContext, make_system
+from mascot.judges import Judge, JudgeItem, load_judge
+from mascot.personas import load_pack
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class EvalConfig:
+    """What to evaluate and how (the `python -m mascot eval` flags)."""
+
+    systems: list[str] = field(default_factory=lambda: ["zero-shot", "few-shot"])
+    scenarios: str = "bundled-test"
+    judge: str = "offline"
+    judge_options: dict[str, Any] = field(default_factory=dict)
+    pack: str = "emotional-support"
+    backend: str = "transformers"
+    model: str = "embedded"
+    dtype: str = "auto"
+    checkpoints_dir: str = "checkpoints"
+    run: str | None = None
+    limit: int | None = None  # scenarios per group (valence / OOD / domain), so every column stays filled
+    output: str = "runs/eval"
+    batch_size: int = 16
+    seed: int = 0
+    mapping: str = "linear"
+    max_new_tokens: int | None = None
+    sc_samples: int = 5
+    sc_select: str = "majority"
+    progress: bool = True
+
+    def __post_init__(self) -> None:
+        unknown = [s for s in self.systems if s not in SYSTEMS]
+        if unknown or not self.systems:
+            raise ConfigError(f"Unknown system(s) {', '.join(unknown) or '(none given)'}. Valid systems: {', '.join(SYSTEMS)}.")
+        if self.mapping not in MAPPINGS:
+            raise ConfigError(f"Unknown score mapping {self.mapping!r}. Valid mappings: {', '.join(MAPPINGS)}.")
+        if self.batch_size < 1 or (self.limit is not None and self.limit < 1) or self.sc_samples < 1:
+            raise ConfigError("batch_size, limit and sc_samples must be positive integers.")
+
+
+def select_scenarios(cfg: EvalConfig, setting: str) -> list[Scenario]:
+    """The scenarios of the pack's setting, at most `limit` per group, in file order."""
+    every = load_scenarios(cfg.scenarios)
+    chosen = [s for s in every if s.setting == setting]
+    if not chosen:
+        found = sorted({s.setting for s in every}) or ["none"]
+        raise ConfigError(
+            f"{cfg.scenarios!r} holds no {setting!r} scenarios (it has: {', '.join(found)}). "
+            "Pick scenarios that match the pack, e.g. --pack meeting for QMSum."
+        )
+    if cfg.limit:
+        counts: dict[str, int] = {}
+        kept = []
+        for s in chosen:
+            counts[s.group] = counts.get(s.group, 0) + 1
+            if counts[s.group] <= cfg.limit:
+                kept.append(s)
+        chosen = kept
+    return chosen
+
+
+def judge_rounds(judge: Judge, rounds: list[Round], setting: str, progress: bool, desc: str, chunk: int = 64) -> list[list[Any]]:
+    """Verdicts per round, in the order of each round's judged replies."""
+    flat = [(i, JudgeItem(p, r.roster, d, text, setting)) for i, r in enumerate(rounds) for p, d, text in r.judged]
+    verdicts: list[Any] = []
+    for start in tqdm(range(0, len(flat), chunk), desc=desc, disable=not progress, unit="batch"):
+        verdicts += judge.score_batch([it for _, it in flat[start : start + chunk]])
+    out: list[list[Any]] = [[] for _ in rounds]
+    for (i, _), v in zip(flat, verdicts):
+        out[i].append(v)
+    return out
+
+
+def run_eval(cfg: EvalConfig, backend: Backend | None = None, judge: Judge | None = None) -> dict[str, Any]:
+    """Evaluate every system in `cfg`; returns the results dict (also written to cfg.output)."""
+    pack = load_pack(cfg.pack)
+    roster = pack.active
+    scenarios = select_scenarios(cfg, pack.setting)
+    judge = judge or load_judge(cfg.judge, **cfg.judge_options)
+    backend = backend or load_backend(cfg.backend, model=cfg.model, dtype=cfg.dtype)
+    ctx = RunContext(cfg.checkpoints_dir, cfg.run, cfg.seed, cfg.max_new_tokens, cfg.sc_samples, cfg.sc_select, judge, pack.setting)
+    out_dir = Path(cfg.output)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    results: dict[str, Any] = {
+        "config": asdict(cfg), "judge": judge.describe(), "mapping": cfg.mapping, "pack": pack.name,
+        "personas": [p.name for p in roster], "backend": backend.info().model,
+        "n_scenarios": len(scenarios), "systems": {},
+    }
+    from mascot.judges.embedding import shared_embedder
+
+    rounds_file = (out_dir / "rounds.jsonl").open("w", encoding="utf-8")
+    try:
+        for name in cfg.systems:
+            system = make_system(name)
+            t0 = time.time()
+            reason = system.prepare(backend, pack, ctx)
+            entry: dict[str, Any] = {"label": system.label, "notes": system.notes}
+            results["systems"][name] = entry
+            if reason:
+                print(f"[eval] skipping {name}: {reason}")
+                entry.update(status="skipped", reason=reason)
+                continue
+            rounds: list[Round] = []
+            batches = range(0, len(scenarios), cfg.batch_size)
+            for start in tqdm(batches, desc=f"{name}: generating", disable=not cfg.progress, unit="batch"):
+                rounds += system.generate(backend, pack, scenarios[start : start + cfg.batch_size], ctx)
+            verdicts = judge_rounds(judge, rounds, pack.setting, cfg.progress, f"{name}: judging")
+            records = []
+            for r, vs in zip(rounds, verdicts):
+                pairs = [(p.name, v) for (p, _, _), v in zip(r.judged, vs)]
+                records.append({"group": r.scenario.group, "verdicts": pairs,
+                                "texts": [t.text for t in r.turns if not t.meta.get("crisis")]})
+                rounds_file.write(json.dumps({
+                    "system": name, "scenario": r.scenario.id, "group": r.scenario.group, "crisis": r.crisis,
+                    "turns": [{"speaker": t.speaker, "text": t.text} for t in r.turns],
+                    "verdicts": [verdict_record(p, v) for p, v in pairs],
+                }, ensure_ascii=False) + "\n")
+            entry.update(
+                status="ok",
+                table=score_table(records, [p.name for p in roster], cfg.mapping),
+                diversity=diversity(records, shared_embedder().encode),
+                invalid=sum(not v.valid for vs in verdicts for v in vs),
+                crisis_rounds=sum(r.crisis for r in rounds),
+                n_rounds=len(rounds), time_s=round(time.time() - t0, 1),
+            )
+    finally:
+        rounds_file.close()
+    results["outputs"] = {k: str(v) for k, v in write_outputs(results, out_dir).items()}
+    results["outputs"]["rounds"] = str(out_dir / "rounds.jsonl")
+    return results
