@@ -86,7 +86,10 @@ def agreement_summary(frame: pd.DataFrame) -> dict[str, Any]:
     firsts["slot"] = firsts.groupby("item_id").cumcount()
     wide = firsts.pivot(index="item_id", columns="slot", values="choice")
     x, y = wide[0].tolist(), wide[1].tolist()
-    counts = pd.crosstab(multi["item_id"], multi["choice"]).to_numpy(dtype=float)
+    # items x labels count matrix, built with numpy (pandas' crosstab is slow on 100k string rows).
+    items, labels = pd.factorize(multi["item_id"])[0], pd.factorize(multi["choice"])[0]
+    counts = np.zeros((items.max() + 1, labels.max() + 1))
+    np.add.at(counts, (items, labels), 1)
     return {
         "items": int(len(wide)),
         "percent_agreement": float(np.mean([p == q for p, q in zip(x, y)])),

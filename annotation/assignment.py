@@ -15,9 +15,13 @@ import hashlib
 import hmac
 import math
 import secrets
+from dataclasses import dataclass
+from functools import lru_cache
 from datetime import datetime, timedelta
 
-from sqlalchemy import and_, func, or_, select
+from typing import Any
+
+from sqlalchemy import DateTime, Integer, Select, String, and_, bindparam, func, literal, or_, select
 from sqlalchemy.orm import Session
 
 from annotation.models import Annotator, Assignment, Item, Study
@@ -28,11 +32,6 @@ def order_coin(secret: str, annotator: str, item_external_id: str) -> bool:
     """True when side a goes left: an HMAC coin, random across pairs but identical on every reload."""
     digest = hmac.new(secret.encode(), f"{annotator}\x1f{item_external_id}".encode(), hashlib.sha256)
     return digest.digest()[0] & 1 == 1
-
-
-def _spread(annotator_id: int, item_id: int) -> int:
-    """Deterministic tie-break among equally loaded items, different per annotator (less contention)."""
-    return ((item_id * 0x9E3779B1) ^ (annotator_id * 0x85EBCA6B)) & 0xFFFFFFFF
 
 
 def _live(now: datetime) -> object:
@@ -51,59 +50,126 @@ def item_load(session: Session, *, item_id: int, now: datetime, exclude_id: int 
     return int(session.scalar(stmt) or 0)
 
 
-def eligible_items(
-    session: Session, *, study: Study, annotator_id: int, now: datetime, attention: bool
-) -> list[tuple[int, int]]:
-    """(item id, load) of items this annotator may still get; attention items ignore the k limit."""
+@lru_cache(maxsize=4)
+def _eligible(attention: bool, with_count: bool) -> Select[Any]:
+    """SELECT (item id, load, spread[, n_eligible]) of items an annotator may still get.
+
+    Built once per shape with bind parameters (:study, :annotator, :now, :k), because constructing
+    the statement costs more Python time than SQLite needs to run it. Attention items ignore k.
+    `spread` is a per-annotator pseudo-random tie-break among equally loaded items, so concurrent
+    annotators rarely contend for the same item. `n_eligible` counts all eligible rows (a window).
+    """
+    study_id, annotator_id = bindparam("study", type_=String), bindparam("annotator", type_=Integer)
     seen = select(Assignment.item_id).where(Assignment.annotator_id == annotator_id)
-    stmt = select(Item.id).where(
-        Item.study_id == study.id, Item.is_attention.is_(attention), Item.id.not_in(seen)
-    )
+    spread = (Item.id * 2654435761 + annotator_id * 40503) % 1000003
+    base = [Item.study_id == study_id, Item.is_attention.is_(attention), Item.id.not_in(seen)]
     if attention:
-        return [(item_id, 0) for item_id in session.scalars(stmt)]
-    load = (
-        select(Assignment.item_id, func.count().label("n"))
-        .where(Assignment.study_id == study.id, _live(now))
-        .group_by(Assignment.item_id)
-        .subquery()
-    )
-    n = func.coalesce(load.c.n, 0)
-    stmt = (
-        select(Item.id, n)
-        .outerjoin(load, load.c.item_id == Item.id)
-        .where(
-            Item.study_id == study.id,
-            Item.is_attention.is_(False),
-            Item.id.not_in(seen),
-            n < study.annotators_per_item,
+        stmt = select(Item.id, literal(0).label("load"), spread.label("spread")).where(*base)
+    else:
+        # Load = judgments (kept on the item) + unexpired holds; only held rows are aggregated here.
+        holds = (
+            select(Assignment.item_id, func.count().label("n"))
+            .where(Assignment.study_id == study_id, Assignment.status == "held",
+                   Assignment.expires_at > bindparam("now", type_=DateTime))
+            .group_by(Assignment.item_id)
+            .subquery()
         )
-    )
-    return [(int(i), int(c)) for i, c in session.execute(stmt)]
+        n = Item.n_done + func.coalesce(holds.c.n, 0)
+        stmt = (
+            select(Item.id, n.label("load"), spread.label("spread"))
+            .outerjoin(holds, holds.c.item_id == Item.id)
+            .where(*base, n < bindparam("k", type_=Integer))
+        )
+    if with_count:
+        stmt = stmt.add_columns(func.count().over().label("n_eligible"))
+        stmt = stmt.order_by(stmt.selected_columns.load, stmt.selected_columns.spread).limit(1)
+    return stmt
 
 
-def _counts(session: Session, annotator_id: int) -> tuple[int, int, int]:
-    """(finished tasks, tasks finished or held, attention tasks finished or held) of an annotator."""
+def _params(study: Study, annotator_id: int, now: datetime) -> dict[str, Any]:
+    return {"study": study.id, "annotator": annotator_id, "now": now, "k": study.annotators_per_item}
+
+
+def pick_item(
+    session: Session, *, study: Study, annotator_id: int, now: datetime, attention: bool
+) -> tuple[int | None, int]:
+    """(least-annotated eligible item or None, how many are eligible), in one query.
+
+    The count is a window over the same rows, so choosing an item and sizing the rest of the
+    annotator's queue cost one pass instead of two.
+    """
+    row = session.execute(_eligible(attention, True), _params(study, annotator_id, now)).first()
+    return (None, 0) if row is None else (int(row[0]), int(row.n_eligible))
+
+
+def count_eligible(session: Session, *, study: Study, annotator_id: int, now: datetime, attention: bool) -> int:
+    """How many items this annotator could still get (one aggregate query, no rows fetched)."""
+    sub = _eligible(attention, False).subquery()
+    stmt = select(func.count()).select_from(sub)
+    return int(session.scalar(stmt, _params(study, annotator_id, now)) or 0)
+
+
+@dataclass(frozen=True)
+class Tally:
+    """An annotator's tasks: finished, taken (finished or held) and attention checks taken."""
+
+    done: int
+    taken: int
+    attention_taken: int
+
+
+def tally(session: Session, annotator_id: int) -> Tally:
+    """Count an annotator's finished and held tasks (released holds do not count)."""
     rows = session.execute(
         select(Assignment.status, Item.is_attention, func.count())
         .join(Item, Item.id == Assignment.item_id)
         .where(Assignment.annotator_id == annotator_id, Assignment.status != "released")
         .group_by(Assignment.status, Item.is_attention)
     ).all()
-    done = sum(c for s, _, c in rows if s == "done")
-    taken = sum(c for _, _, c in rows)
-    attention = sum(c for _, a, c in rows if a)
-    return done, taken, attention
+    return Tally(
+        done=sum(c for s, _, c in rows if s == "done"),
+        taken=sum(c for _, _, c in rows),
+        attention_taken=sum(c for _, a, c in rows if a),
+    )
 
 
-def _attention_due(study: Study, taken: int, attention_taken: int) -> bool:
+def _attention_due(rate: float, taken: int, attention_taken: int) -> bool:
     """Serve a check when fewer than floor(rate * (tasks + 1)) checks were served so far."""
-    return study.attention_rate > 0 and attention_taken < math.floor(study.attention_rate * (taken + 1))
+    return rate > 0 and attention_taken < math.floor(rate * (taken + 1))
+
+
+def estimate_total(study: Study, t: Tally, remaining: int, checks: int) -> int:
+    """Tasks this annotator will have done when finished: replays the serving rule (quota, checks
+    mixed in at the rate, no checks once ordinary items run out) over what is still open to them."""
+    quota = study.items_per_annotator if study.items_per_annotator is not None else math.inf
+    total, attention_taken = t.taken, t.attention_taken
+    if checks == 0 or study.attention_rate == 0:
+        return total + int(min(remaining, max(0, quota - total)))
+    rate = study.attention_rate  # plain locals: this loop can run once per remaining item
+    while remaining > 0 and total < quota:
+        if checks > 0 and _attention_due(rate, total, attention_taken):
+            checks -= 1
+            attention_taken += 1
+        else:
+            remaining -= 1
+        total += 1
+    return total
+
+
+def progress(session: Session, *, study: Study, annotator_id: int, now: datetime) -> Progress:
+    """`done / total` for an annotator; exact unless others take the last free slots first."""
+    t = tally(session, annotator_id)
+    remaining = count_eligible(session, study=study, annotator_id=annotator_id, now=now, attention=False)
+    checks = 0
+    if study.attention_rate > 0 and remaining:
+        checks = count_eligible(session, study=study, annotator_id=annotator_id, now=now, attention=True)
+    return Progress(done=t.done, total=max(estimate_total(study, t, remaining, checks), t.taken))
 
 
 def acquire(
     session: Session, *, study: Study, annotator: Annotator, now: datetime
-) -> Assignment | None:
-    """Return the annotator's current assignment, renewing or creating one; None when finished.
+) -> tuple[Assignment | None, Progress]:
+    """The annotator's current assignment (renewed or newly created; None when finished) and progress.
 
     Must run in a write transaction (SQLite: BEGIN IMMEDIATE; PostgreSQL: the study row is locked).
     """
@@ -114,27 +180,27 @@ def acquire(
         .order_by(Assignment.served_at, Assignment.id)
     ).all()
     for assignment in held:
-        if assignment.expires_at > now:
-            return assignment  # resume: same item, same sides, after a reload
-        is_check = assignment.item.is_attention
-        load = item_load(session, item_id=assignment.item_id, now=now, exclude_id=assignment.id)
-        if is_check or load < study.annotators_per_item:
+        if assignment.expires_at <= now:
+            load = item_load(session, item_id=assignment.item_id, now=now, exclude_id=assignment.id)
+            if not assignment.item.is_attention and load >= study.annotators_per_item:
+                assignment.status = "released"  # the slot went to someone else while the hold lapsed
+                continue
             assignment.expires_at = now + hold
-            return assignment
-        assignment.status = "released"  # the slot went to someone else while this hold had lapsed
-    if not study.is_open:
-        return None
-    done, taken, attention_taken = _counts(session, annotator.id)
-    if study.items_per_annotator is not None and taken >= study.items_per_annotator:
-        return None
-    candidates = eligible_items(session, study=study, annotator_id=annotator.id, now=now, attention=False)
-    if not candidates:
-        return None  # never pad a finished annotator with attention checks alone
-    if _attention_due(study, taken, attention_taken):
-        checks = eligible_items(session, study=study, annotator_id=annotator.id, now=now, attention=True)
-        if checks:
-            candidates = checks
-    item_id = min(candidates, key=lambda c: (c[1], _spread(annotator.id, c[0])))[0]
+        # Resume: same item, same sides, after a reload (or a renewed hold).
+        return assignment, progress(session, study=study, annotator_id=annotator.id, now=now)
+    t = tally(session, annotator.id)
+    finished = Progress(done=t.done, total=t.done)
+    quota = study.items_per_annotator
+    if not study.is_open or (quota is not None and t.taken >= quota):
+        return None, finished
+    item_id, remaining = pick_item(session, study=study, annotator_id=annotator.id, now=now, attention=False)
+    if item_id is None:
+        return None, finished  # never pad a finished annotator with attention checks alone
+    checks, is_check = 0, False
+    if study.attention_rate > 0:
+        check_id, checks = pick_item(session, study=study, annotator_id=annotator.id, now=now, attention=True)
+        if check_id is not None and _attention_due(study.attention_rate, t.taken, t.attention_taken):
+            item_id, is_check = check_id, True
     item = session.get(Item, item_id)
     assert item is not None, f"item {item_id} vanished inside the transaction"
     assignment = Assignment(
@@ -149,24 +215,7 @@ def acquire(
     )
     session.add(assignment)
     session.flush()
-    return assignment
-
-
-def progress(session: Session, *, study: Study, annotator_id: int, now: datetime) -> Progress:
-    """`done / total` for an annotator; total replays the serving rules over what is still open to
-    them, so it is exact unless other annotators take the last free slots first."""
-    done, taken, attention_taken = _counts(session, annotator_id)
-    held = taken - done
-    remaining = len(eligible_items(session, study=study, annotator_id=annotator_id, now=now, attention=False))
-    checks = 0
-    if study.attention_rate > 0 and remaining:
-        checks = len(eligible_items(session, study=study, annotator_id=annotator_id, now=now, attention=True))
-    total = taken
-    while remaining > 0 and (study.items_per_annotator is None or total < study.items_per_annotator):
-        if checks > 0 and _attention_due(study, total, attention_taken):
-            checks -= 1
-            attention_taken += 1
-        else:
-            remaining -= 1
-        total += 1
-    return Progress(done=done, total=max(total, done + held))
+    # Progress from the numbers above: this new task is taken, and no longer eligible.
+    t = Tally(t.done, t.taken + 1, t.attention_taken + is_check)
+    total = estimate_total(study, t, remaining - (not is_check), checks - is_check)
+    return assignment, Progress(done=t.done, total=max(total, t.taken))

@@ -57,9 +57,9 @@ def fit_strengths(wins: np.ndarray, compared: np.ndarray, tol: float = 1e-10, ma
 def _cells(frame: pd.DataFrame, index: dict[str, int]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Distinct outcomes: (winner idx, loser idx, weight 1 or 0.5 for ties, count)."""
     decisive = frame[frame.winner.notna()]
-    d = decisive.groupby(["winner", "loser"]).size()
+    d = decisive.groupby(["winner", "loser"], observed=True).size()
     rows = [(index[w], index[l], 1.0, n) for (w, l), n in d.items()]
-    tied = frame[frame.winner.isna()].groupby(["system_a", "system_b"]).size()
+    tied = frame[frame.winner.isna()].groupby(["system_a", "system_b"], observed=True).size()
     rows += [(index[a], index[b], 0.5, n) for (a, b), n in tied.items()]
     arr = np.array(rows, dtype=float).reshape(-1, 4)
     return arr[:, 0].astype(int), arr[:, 1].astype(int), arr[:, 2], arr[:, 3]

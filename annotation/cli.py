@@ -128,7 +128,7 @@ def run(args: argparse.Namespace, out: TextIO) -> None:
             if args.output:
                 print(f"Wrote {n} preference pairs to {args.output}.", file=out)
         elif args.command == "stats":
-            stats = study_stats(load_judgments(store, study_id=study_id), exclude_fast=args.exclude_fast,
+            stats = study_stats(load_judgments(store, study_id=study_id, for_stats=True), exclude_fast=args.exclude_fast,
                                 min_attention_accuracy=args.min_attention_accuracy, bootstrap=args.bootstrap)
             if args.plot:
                 save_preference_chart(stats.comparisons, args.plot)

@@ -9,8 +9,17 @@ is used unchanged; there row locks (`FOR UPDATE`) serialize the few critical sec
 from __future__ import annotations
 
 import logging
+import os
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+try:  # POSIX advisory locks; elsewhere writers fall back to SQLite's own busy handler
+    import fcntl
+except ImportError:  # pragma: no cover - Windows
+    fcntl = None  # type: ignore[assignment]
 
 from alembic import command
 from alembic.config import Config
@@ -85,6 +94,45 @@ def make_engine(url: str) -> Engine:
     return engine
 
 
+class WriteGate:
+    """Queues SQLite writers fairly: a thread lock in-process plus `flock` on a sidecar file across processes.
+
+    Why: SQLite's busy handler retries with sleeps of up to 100 ms, so 16 writers hammering one file
+    convoy at a few dozen transactions per second. Waiting on a lock instead wakes the next writer the
+    moment the previous one commits. The kernel drops an `flock` when its process dies (even SIGKILL),
+    so a crashed writer never blocks the others. For non-SQLite databases the gate does nothing.
+    """
+
+    def __init__(self, engine: Engine) -> None:
+        self._thread_lock = threading.Lock()
+        self._path: Path | None = None
+        url = engine.url
+        if url.get_backend_name() == "sqlite" and url.database not in (None, "", ":memory:"):
+            self._path = Path(str(url.database)).expanduser().resolve().with_suffix(".writelock")
+        self._file: Any = None
+        self._pid = 0
+
+    @contextmanager
+    def hold(self) -> Iterator[None]:
+        """Hold the gate for one write transaction."""
+        if self._path is None:
+            yield
+            return
+        with self._thread_lock:
+            if fcntl is None:
+                yield
+                return
+            if self._file is None or self._pid != os.getpid():
+                # A forked child must not share its parent's open file (flock would see one owner).
+                self._file = open(self._path, "a+b")  # noqa: SIM115 - kept open for the store's life
+                self._pid = os.getpid()
+            fcntl.flock(self._file.fileno(), fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(self._file.fileno(), fcntl.LOCK_UN)
+
+
 def writer(engine: Engine) -> Engine:
     """The same engine (same pool) flagged so that its transactions take the write lock up front."""
     return engine.execution_options(**{WRITE_OPTION: True})
@@ -98,11 +146,31 @@ def alembic_config() -> Config:
 
 
 def migrate(engine: Engine, revision: str = "head") -> None:
-    """Upgrade the schema to `revision` inside one write transaction (safe with many openers)."""
+    """Upgrade the schema to `revision` inside one write transaction (safe with many openers).
+
+    On SQLite, foreign keys are switched off while migrating: batch migrations rebuild tables, and
+    dropping the old copy with foreign keys on would cascade-delete every dependent row. The keys
+    are checked once the migration is done, and switched back on.
+    """
     cfg = alembic_config()
-    with writer(engine).begin() as conn:
-        cfg.attributes["connection"] = conn
-        command.upgrade(cfg, revision)
+    sqlite = engine.url.get_backend_name() == "sqlite"
+    with writer(engine).connect() as conn:
+        if sqlite:  # must happen outside a transaction, hence on the driver connection
+            conn.connection.driver_connection.execute("PRAGMA foreign_keys = OFF")
+        try:
+            with conn.begin():
+                cfg.attributes["connection"] = conn
+                command.upgrade(cfg, revision)
+                if sqlite:
+                    broken = conn.exec_driver_sql("PRAGMA foreign_key_check").fetchall()
+                    if broken:
+                        raise ConfigError(
+                            f"Migration to {revision} left {len(broken)} broken foreign key(s), e.g. {broken[0]}; "
+                            "it was rolled back. Report this with the database file."
+                        )
+        finally:
+            if sqlite:
+                conn.connection.driver_connection.execute("PRAGMA foreign_keys = ON")
 
 
 def open_database(url: str) -> Engine:

@@ -10,11 +10,12 @@ from __future__ import annotations
 import csv
 import json
 import secrets
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from annotation.errors import ImportValidationError, InvalidInput
@@ -265,6 +266,8 @@ def import_judgments(store: StudyStore, *, study_id: str, path: str | Path) -> I
                 attention_passed=(j.choice == item.expected_choice) if item.is_attention else None,
                 source="import", created_at=now,
             ))
+        for item_id, n in Counter(items[j.item_id].id for j in valid).items():
+            session.execute(update(Item).where(Item.id == item_id).values(n_done=Item.n_done + n))
         return ImportReport(added=len(valid), systems=sorted(names.values()))
 
     return store.write(run)

@@ -96,13 +96,16 @@ class Item(Base):
     # Comma-separated system names found in the item's texts (blinding risk), "" when clean.
     leak_terms: Mapped[str] = mapped_column(Text, default="")
     meta: Mapped[str] = mapped_column(Text, default="{}")  # JSON object, exported as is
+    # Judgments recorded for this item, kept in the same transaction as each judgment insert, so that
+    # picking the least-annotated item never has to aggregate the whole assignments table.
+    n_done: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
 
     system_a: Mapped[System] = relationship(foreign_keys=[system_a_id])
     system_b: Mapped[System] = relationship(foreign_keys=[system_b_id])
 
     __table_args__ = (
         UniqueConstraint("study_id", "external_id", name="uq_items_study_external"),
-        Index("ix_items_study_attention", "study_id", "is_attention"),
+        Index("ix_items_study_attention_done", "study_id", "is_attention", "n_done"),  # covers the pick
     )
 
 
@@ -143,6 +146,7 @@ class Assignment(Base):
         CheckConstraint("status IN ('held', 'done', 'released')", name="ck_assignments_status"),
         Index("ix_assignments_study_item_status", "study_id", "item_id", "status"),
         Index("ix_assignments_annotator_status", "annotator_id", "status"),
+        Index("ix_assignments_study_status_expiry", "study_id", "status", "expires_at", "item_id"),
     )
 
 

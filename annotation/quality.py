@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from functools import lru_cache
 
 MASK = "[system]"
 # Names shorter than this are too likely to be ordinary words ("A", "v2") to search for.
@@ -16,8 +17,14 @@ MIN_NAME_CHARS = 3
 
 def _name_pattern(names: Iterable[str]) -> re.Pattern[str] | None:
     """One case-insensitive regex matching any name as a whole word; '-', '_' and spaces interchange."""
+    return _compiled(tuple(sorted({n.strip() for n in names}, key=lambda n: (-len(n), n))))
+
+
+@lru_cache(maxsize=256)
+def _compiled(names: tuple[str, ...]) -> re.Pattern[str] | None:
+    """Compile (and cache: it runs on every task shown) the pattern for a sorted tuple of names."""
     parts = []
-    for name in sorted({n.strip() for n in names}, key=len, reverse=True):
+    for name in names:
         if len(name) < MIN_NAME_CHARS:
             continue
         tokens = [re.escape(t) for t in re.split(r"[\s_-]+", name) if t]

@@ -110,7 +110,8 @@ def _orient(frame: pd.DataFrame) -> list[tuple[str, str]]:
     counts = pd.concat([frame["system_a"], frame["system_b"]]).value_counts()
     as_a = frame["system_a"].value_counts()
     key = lambda s: (-counts.get(s, 0), -as_a.get(s, 0), s)  # noqa: E731
-    pairs = {tuple(sorted(p)) for p in zip(frame["system_a"], frame["system_b"])}
+    distinct = frame[["system_a", "system_b"]].drop_duplicates()
+    pairs = {tuple(sorted(p)) for p in zip(distinct["system_a"], distinct["system_b"])}
     out = [tuple(sorted(p, key=key)) for p in pairs]
     return sorted(out, key=lambda p: (key(p[0]), key(p[1])))  # type: ignore[return-value]
 
@@ -171,7 +172,7 @@ def position_bias(frame: pd.DataFrame) -> dict[str, Any]:
 
 def annotator_quality(frame: pd.DataFrame) -> pd.DataFrame:
     """Per annotator: judgments, attention checks passed/failed, too-fast votes, median seconds."""
-    g = frame.groupby("annotator")
+    g = frame.groupby("annotator", observed=True)
     return pd.DataFrame({
         "judgments": g.size(),
         "attention_checks": g["attention_passed"].apply(lambda s: int(s.notna().sum())),

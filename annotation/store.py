@@ -20,7 +20,7 @@ from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from annotation import assignment as assign
-from annotation.db import open_database, writer
+from annotation.db import WriteGate, open_database, writer
 from annotation.errors import HoldExpired, InvalidInput, StudyClosed, StudyNotFound
 from annotation.models import Annotator, Assignment, Item, Judgment, Study, System, utcnow
 from annotation.quality import attention_passed, is_too_fast, mask_system_names
@@ -85,6 +85,7 @@ class StudyStore:
         self.engine = engine
         self._read = sessionmaker(engine, expire_on_commit=False)
         self._write_maker = sessionmaker(writer(engine), expire_on_commit=False)
+        self._gate = WriteGate(engine)
         self._clock = clock
 
     def close(self) -> None:
@@ -105,7 +106,7 @@ class StudyStore:
         """
         for attempt in range(attempts):
             try:
-                with self._write_maker() as session, session.begin():
+                with self._gate.hold(), self._write_maker() as session, session.begin():
                     return fn(session)
             except OperationalError as exc:
                 if "locked" not in str(exc).lower() or attempt == attempts - 1:
@@ -190,10 +191,9 @@ class StudyStore:
                 person = Annotator(study_id=study.id, external_id=external, created_at=now)
                 session.add(person)
                 session.flush()
-            current = assign.acquire(session, study=study, annotator=person, now=now)
-            progress = assign.progress(session, study=study, annotator_id=person.id, now=now)
+            current, progress = assign.acquire(session, study=study, annotator=person, now=now)
             if current is None:
-                return Finished(progress=Progress(progress.done, progress.done), completion_code=study.completion_code)
+                return Finished(progress=progress, completion_code=study.completion_code)
             names = list(session.scalars(select(System.name).where(System.study_id == study.id)))
             item = current.item
             sides = (item.dialogue_a, item.dialogue_b) if current.a_on_left else (item.dialogue_b, item.dialogue_a)
@@ -228,14 +228,19 @@ class StudyStore:
         def run(session: Session) -> SubmitResult | None:
             nonlocal expired
             now = self._clock()
-            current = session.scalars(select(Assignment).where(Assignment.token == token).with_for_update()).first()
-            if current is None:
+            row = session.execute(
+                select(Assignment, Item, Study)
+                .join(Item, Item.id == Assignment.item_id)
+                .join(Study, Study.id == Assignment.study_id)
+                .where(Assignment.token == token)
+                .with_for_update(of=Assignment)
+            ).first()
+            if row is None:
                 raise StudyNotFound(f"Unknown task token {token!r}: reload the study page to get your current task.")
-            done = session.scalars(select(Judgment).where(Judgment.assignment_id == current.id)).first()
-            if done is not None:
+            current, item, study = row
+            if current.status == "done":
+                done = session.scalars(select(Judgment).where(Judgment.assignment_id == current.id)).one()
                 return SubmitResult(done.id, True, done.too_fast, done.attention_passed)
-            study = self.study_row(session, current.study_id)
-            item = current.item
             if current.status == "released" or (
                 current.expires_at <= now and not item.is_attention
                 and assign.item_load(session, item_id=item.id, now=now, exclude_id=current.id) >= study.annotators_per_item
@@ -260,6 +265,7 @@ class StudyStore:
                 source="app", created_at=now,
             )
             current.status = "done"
+            item.n_done = Item.n_done + 1  # SQL-side increment: safe against concurrent writers
             session.add(judgment)
             session.flush()
             return SubmitResult(judgment.id, False, judgment.too_fast, judgment.attention_passed)

@@ -119,6 +119,11 @@ def _check_consistent(db: Path) -> int:
             "SELECT count(*) FROM assignments a LEFT JOIN judgments j ON j.assignment_id = a.id "
             "WHERE (a.status = 'done') != (j.id IS NOT NULL)").fetchone()[0]
         assert orphans == 0
+        # The per-item judgment counter moves in the same transaction as the judgment itself.
+        drift = raw.execute(
+            "SELECT count(*) FROM items i WHERE i.n_done != (SELECT count(*) FROM judgments j WHERE j.item_id = i.id)"
+        ).fetchone()[0]
+        assert drift == 0
         assert raw.execute("SELECT count(*) FROM judgments WHERE length(comment) != 2000").fetchone()[0] == 0
         return raw.execute("SELECT count(*) FROM judgments").fetchone()[0]
 

@@ -204,3 +204,24 @@ def test_stats_on_100k_judgments_is_fast():
     stats = study_stats(df)
     assert time.perf_counter() - start < 2.0
     assert len(stats.comparisons) == 3
+
+
+def test_fast_stats_frame_gives_the_same_statistics(tmp_path):
+    """`for_stats` frames (categoricals from ids) and full frames (names) must agree exactly."""
+    from annotation.frames import load_judgments
+    from tests.annotation_fixtures import make_store, seed_study
+
+    store = make_store(tmp_path)
+    seed_study(store, tmp_path, n_items=12, checks=1, attention_rate=0.2, annotators_per_item=2)
+    choices = ["A", "B", "tie", "A", "both_bad", "A", "B"]
+    for n, person in enumerate(["p1", "p2", "p3"]):
+        step = 0
+        while hasattr(task := store.next_task(study_id="s1", annotator=person), "token"):
+            store.submit(token=task.token, choice=choices[(n + step) % len(choices)])
+            step += 1
+    full = study_stats(load_judgments(store, study_id="s1"), bootstrap=30)
+    fast = study_stats(load_judgments(store, study_id="s1", for_stats=True), bootstrap=30)
+    pd.testing.assert_frame_equal(full.table(), fast.table())
+    assert full.bradley_terry == fast.bradley_terry
+    assert full.agreement == fast.agreement and full.position_bias == fast.position_bias
+    assert full.quality.to_dict() == fast.quality.to_dict()

@@ -7,24 +7,52 @@ import sqlite3
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
+from alembic.script import ScriptDirectory
 from sqlalchemy import text
 
+from annotation.db import alembic_config, make_engine, migrate
 from annotation.errors import InvalidInput, StudyClosed, StudyNotFound
 from annotation.frames import load_judgments
 from annotation.importing import import_pairs
 from annotation.models import Base
 from annotation.schemas import Finished, Ratings, StudyConfig, Task
+from annotation.store import StudyStore
 from tests.annotation_fixtures import FakeClock, make_store, pair_line, seed_study, write_jsonl
 
 
 def test_schema_comes_from_migrations_and_matches_models(tmp_path):
     store = make_store(tmp_path)
+    head = ScriptDirectory.from_config(alembic_config()).get_current_head()
     with store.engine.connect() as conn:
-        assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == "0001"
+        assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == head
         diff = compare_metadata(MigrationContext.configure(conn), Base.metadata)
     assert diff == [], f"models and migrations disagree: {diff}"
     # Re-opening an up-to-date database is a no-op, not an error.
     make_store(tmp_path).close()
+
+
+def test_upgrade_from_first_revision_keeps_and_backfills_data(tmp_path):
+    url = f"sqlite:///{tmp_path / 'old.db'}"
+    engine = make_engine(url)
+    migrate(engine, "0001")
+    with engine.begin() as conn:
+        conn.execute(text("INSERT INTO studies (id, name, instructions, annotators_per_item, attention_rate, "
+                          "min_seconds, hold_minutes, order_secret, is_open, created_at) VALUES "
+                          "('old', 'old', '', 2, 0, 0, 30, 'k', 1, '2025-01-01')"))
+        conn.execute(text("INSERT INTO systems (id, study_id, name) VALUES (1, 'old', 'X'), (2, 'old', 'Y')"))
+        conn.execute(text("INSERT INTO items (id, study_id, external_id, context, system_a_id, system_b_id, "
+                          "dialogue_a, dialogue_b, is_attention, leak_terms, meta) VALUES "
+                          "(1, 'old', 'i1', '', 1, 2, '[]', '[]', 0, '', '{}')"))
+        conn.execute(text("INSERT INTO annotators (id, study_id, external_id, created_at) VALUES (1, 'old', 'u', '2025-01-01')"))
+        conn.execute(text("INSERT INTO assignments (id, token, study_id, item_id, annotator_id, status, served_at, "
+                          "expires_at) VALUES (1, 't', 'old', 1, 1, 'done', '2025-01-01', '2025-01-01')"))
+        conn.execute(text("INSERT INTO judgments (assignment_id, study_id, item_id, annotator_id, choice, comment, "
+                          "too_fast, source, created_at) VALUES (1, 'old', 1, 1, 'a', '', 0, 'app', '2025-01-01')"))
+    engine.dispose()
+    store = StudyStore(url)  # opening migrates to head
+    with store.engine.connect() as conn:
+        assert conn.execute(text("SELECT n_done FROM items WHERE id = 1")).scalar() == 1
+    assert store.overview(study_id="old").judgments == 1
 
 
 def test_sqlite_runs_in_wal_with_foreign_keys(tmp_path):
