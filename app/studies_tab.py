@@ -97,7 +97,7 @@ def compute_stats(store: StudyStore, study_id: str | None, exclude_fast: bool, m
     if not study_id:
         raise gr.Error("Select a study first.")
     try:
-        stats = study_stats(load_judgments(store, study_id=study_id), exclude_fast=exclude_fast,
+        stats = study_stats(load_judgments(store, study_id=study_id, for_stats=True), exclude_fast=exclude_fast,
                             min_attention_accuracy=min_accuracy or None)
     except MascotError as exc:
         raise _fail(exc) from exc
@@ -130,7 +130,7 @@ def build_exports(store: StudyStore, study_id: str | None, out_dir: str) -> list
     with open(path, "w", encoding="utf-8") as fh:
         export_preferences(store, study_id=study_id, out=fh)
     paths.append(path)
-    stats = study_stats(load_judgments(store, study_id=study_id))
+    stats = study_stats(load_judgments(store, study_id=study_id, for_stats=True))
     path = folder / f"{study_id}-stats.json"
     path.write_text(json.dumps(stats.to_dict(), indent=2), encoding="utf-8")
     paths += [path, save_preference_chart(stats.comparisons, folder / f"{study_id}-preferences.png")]
@@ -172,7 +172,7 @@ def render_studies_tab(settings: Settings, *, store: StudyStore | None = None) -
     with gr.Accordion("Statistics", open=True):
         with gr.Row():
             exclude_fast = gr.Checkbox(label="Exclude too-fast votes")
-            min_acc = gr.Number(None, label="Drop annotators below attention accuracy (0-1)", minimum=0, maximum=1)
+            min_acc = gr.Number(None, label="Drop annotators below attention accuracy (0-1; 0 = keep all)", minimum=0, maximum=1)
             stats_btn = gr.Button("Compute statistics", variant="primary")
         comp = gr.Dataframe(label="Pairwise preferences (two-sided sign test, ties excluded; Holm-adjusted)")
         chart = gr.Image(label="Preference chart (Figure 7 style)", type="filepath", interactive=False)
