@@ -16,9 +16,8 @@ import hmac
 import math
 import secrets
 from dataclasses import dataclass
-from functools import lru_cache
 from datetime import datetime, timedelta
-
+from functools import lru_cache
 from typing import Any
 
 from sqlalchemy import DateTime, Integer, Select, String, and_, bindparam, func, literal, or_, select
@@ -69,16 +68,21 @@ def _eligible(attention: bool, with_count: bool) -> Select[Any]:
         # Load = judgments (kept on the item) + unexpired holds; only held rows are aggregated here.
         holds = (
             select(Assignment.item_id, func.count().label("n"))
-            .where(Assignment.study_id == study_id, Assignment.status == "held",
-                   Assignment.expires_at > bindparam("now", type_=DateTime))
+            .where(
+                Assignment.study_id == study_id,
+                Assignment.status == "held",
+                Assignment.expires_at > bindparam("now", type_=DateTime),
+            )
             .group_by(Assignment.item_id)
             .subquery()
         )
         n = Item.n_done + func.coalesce(holds.c.n, 0)
+        k = bindparam("k", type_=Integer)
         stmt = (
             select(Item.id, n.label("load"), spread.label("spread"))
             .outerjoin(holds, holds.c.item_id == Item.id)
-            .where(*base, n < bindparam("k", type_=Integer))
+            # `n_done < k` is implied by `load < k` but lets the index skip finished items.
+            .where(*base, Item.n_done < k, n < k)
         )
     if with_count:
         stmt = stmt.add_columns(func.count().over().label("n_eligible"))
@@ -102,7 +106,9 @@ def pick_item(
     return (None, 0) if row is None else (int(row[0]), int(row.n_eligible))
 
 
-def count_eligible(session: Session, *, study: Study, annotator_id: int, now: datetime, attention: bool) -> int:
+def count_eligible(
+    session: Session, *, study: Study, annotator_id: int, now: datetime, attention: bool
+) -> int:
     """How many items this annotator could still get (one aggregate query, no rows fetched)."""
     sub = _eligible(attention, False).subquery()
     stmt = select(func.count()).select_from(sub)

@@ -29,7 +29,9 @@ class BTRating:
     rank: int
 
 
-def fit_strengths(wins: np.ndarray, compared: np.ndarray, tol: float = 1e-10, max_iter: int = 10_000) -> np.ndarray:
+def fit_strengths(
+    wins: np.ndarray, compared: np.ndarray, tol: float = 1e-10, max_iter: int = 10_000
+) -> np.ndarray:
     """Log-strengths (mean 0) for win matrices `wins[..., i, j]` = wins of i over j.
 
     Args:
@@ -54,11 +56,13 @@ def fit_strengths(wins: np.ndarray, compared: np.ndarray, tol: float = 1e-10, ma
     return logs[0] if squeeze else logs
 
 
-def _cells(frame: pd.DataFrame, index: dict[str, int]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def _cells(
+    frame: pd.DataFrame, index: dict[str, int]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Distinct outcomes: (winner idx, loser idx, weight 1 or 0.5 for ties, count)."""
     decisive = frame[frame.winner.notna()]
     d = decisive.groupby(["winner", "loser"], observed=True).size()
-    rows = [(index[w], index[l], 1.0, n) for (w, l), n in d.items()]
+    rows = [(index[w], index[lo], 1.0, n) for (w, lo), n in d.items()]
     tied = frame[frame.winner.isna()].groupby(["system_a", "system_b"], observed=True).size()
     rows += [(index[a], index[b], 0.5, n) for (a, b), n in tied.items()]
     arr = np.array(rows, dtype=float).reshape(-1, 4)

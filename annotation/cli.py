@@ -35,7 +35,9 @@ def default_db_url() -> str:
 def build_parser() -> argparse.ArgumentParser:
     """The argparse tree (kept separate so tests and docs can inspect it)."""
     parser = argparse.ArgumentParser(prog="python -m annotation", description=__doc__.splitlines()[0])
-    parser.add_argument("--db", default=None, help="SQLAlchemy URL (default: the app's sqlite file under data_dir)")
+    parser.add_argument(
+        "--db", default=None, help="SQLAlchemy URL (default: the app's sqlite file under data_dir)"
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("list-studies", help="list studies with their progress")
     p = sub.add_parser("create-study", help="create a study")
@@ -43,10 +45,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--name", default="", help="researcher-facing name (never shown to annotators)")
     p.add_argument("--instructions", default="", help="text shown to annotators above each task")
     p.add_argument("--k", type=int, default=2, help="annotators per item (default 2)")
-    p.add_argument("--attention-rate", type=float, default=0.0, help="share of tasks that are attention checks")
+    p.add_argument(
+        "--attention-rate", type=float, default=0.0, help="share of tasks that are attention checks"
+    )
     p.add_argument("--min-seconds", type=float, default=0.0, help="flag votes faster than this")
     p.add_argument("--hold-minutes", type=float, default=30.0, help="how long an item stays reserved")
-    p.add_argument("--items-per-annotator", type=int, default=None, help="tasks per annotator (default: no limit)")
+    p.add_argument(
+        "--items-per-annotator", type=int, default=None, help="tasks per annotator (default: no limit)"
+    )
     p.add_argument("--completion-code", default=None, help="code shown on the finish screen (e.g. Prolific)")
     for name, what in (("import-pairs", "pairs JSONL file"), ("import-judgments", "judgments CSV file")):
         p = sub.add_parser(name, help=f"import a {what} (all rows or none)")
@@ -94,29 +100,49 @@ def run(args: argparse.Namespace, out: TextIO) -> None:
         if args.command == "list-studies":
             for s in store.list_studies():
                 o = store.overview(study_id=s.id)
-                print(f"{s.id}\t{'open' if s.is_open else 'closed'}\t{o.complete_items}/{o.items} items complete"
-                      f"\t{o.judgments} judgments\t{s.name}", file=out)
+                print(
+                    f"{s.id}\t{'open' if s.is_open else 'closed'}\t{o.complete_items}/{o.items} items complete"
+                    f"\t{o.judgments} judgments\t{s.name}",
+                    file=out,
+                )
             return
         if args.command == "create-study":
-            config = store.create_study(config=StudyConfig(
-                id=args.study, name=args.name, instructions=args.instructions, annotators_per_item=args.k,
-                attention_rate=args.attention_rate, min_seconds=args.min_seconds, hold_minutes=args.hold_minutes,
-                items_per_annotator=args.items_per_annotator, completion_code=args.completion_code))
-            print(f"Created study {config.id!r}. Import pairs with: import-pairs FILE.jsonl --study {config.id}", file=out)
+            config = store.create_study(
+                config=StudyConfig(
+                    id=args.study,
+                    name=args.name,
+                    instructions=args.instructions,
+                    annotators_per_item=args.k,
+                    attention_rate=args.attention_rate,
+                    min_seconds=args.min_seconds,
+                    hold_minutes=args.hold_minutes,
+                    items_per_annotator=args.items_per_annotator,
+                    completion_code=args.completion_code,
+                )
+            )
+            print(
+                f"Created study {config.id!r}. Import pairs with: import-pairs FILE.jsonl --study {config.id}",
+                file=out,
+            )
             return
         study_id = _study_id(store, args.study)
         if args.command in ("import-pairs", "import-judgments"):
             fn = import_pairs if args.command == "import-pairs" else import_judgments
             report = fn(store, study_id=study_id, path=args.file)
-            print(f"Imported {report.added} {'pairs' if fn is import_pairs else 'judgments'} into {study_id!r}"
-                  f" (systems: {', '.join(report.systems)}).", file=out)
+            print(
+                f"Imported {report.added} {'pairs' if fn is import_pairs else 'judgments'} into {study_id!r}"
+                f" (systems: {', '.join(report.systems)}).",
+                file=out,
+            )
             for warning in report.warnings:
                 print(f"warning: {warning}", file=out)
         elif args.command == "overview":
             print(json.dumps(store.overview(study_id=study_id).__dict__, indent=2), file=out)
         elif args.command in ("open", "close"):
             store.set_open(study_id=study_id, is_open=args.command == "open")
-            print(f"Study {study_id!r} is now {args.command}{'' if args.command == 'open' else 'd'}.", file=out)
+            print(
+                f"Study {study_id!r} is now {args.command}{'' if args.command == 'open' else 'd'}.", file=out
+            )
         elif args.command == "export":
             with _output(args.output) as fh:
                 n = export_judgments(store, study_id=study_id, fmt=args.format, out=fh)
@@ -128,8 +154,12 @@ def run(args: argparse.Namespace, out: TextIO) -> None:
             if args.output:
                 print(f"Wrote {n} preference pairs to {args.output}.", file=out)
         elif args.command == "stats":
-            stats = study_stats(load_judgments(store, study_id=study_id, for_stats=True), exclude_fast=args.exclude_fast,
-                                min_attention_accuracy=args.min_attention_accuracy, bootstrap=args.bootstrap)
+            stats = study_stats(
+                load_judgments(store, study_id=study_id, for_stats=True),
+                exclude_fast=args.exclude_fast,
+                min_attention_accuracy=args.min_attention_accuracy,
+                bootstrap=args.bootstrap,
+            )
             if args.plot:
                 save_preference_chart(stats.comparisons, args.plot)
             if args.json:
@@ -150,12 +180,21 @@ def format_stats(stats: object) -> str:
     parts = []
     with pd.option_context("display.width", 200, "display.max_columns", 30):
         table = stats.table()
-        parts.append("Pairwise preferences (sign test, ties excluded):\n" + (table.to_string(index=False) if len(table) else "  no judgments"))
+        parts.append(
+            "Pairwise preferences (sign test, ties excluded):\n"
+            + (table.to_string(index=False) if len(table) else "  no judgments")
+        )
         if stats.bradley_terry:
-            parts.append("Bradley-Terry (Elo scale, 95% bootstrap CI):\n" + pd.DataFrame([r.__dict__ for r in stats.bradley_terry]).to_string(index=False))
+            parts.append(
+                "Bradley-Terry (Elo scale, 95% bootstrap CI):\n"
+                + pd.DataFrame([r.__dict__ for r in stats.bradley_terry]).to_string(index=False)
+            )
         parts.append("Agreement: " + json.dumps(stats.agreement))
         if stats.ratings:
-            parts.append("Ratings (Wilcoxon signed-rank):\n" + pd.DataFrame([r.__dict__ for r in stats.ratings]).to_string(index=False))
+            parts.append(
+                "Ratings (Wilcoxon signed-rank):\n"
+                + pd.DataFrame([r.__dict__ for r in stats.ratings]).to_string(index=False)
+            )
         parts.append("Position bias (left share of decisive votes): " + json.dumps(stats.position_bias))
         parts.append("Excluded: " + json.dumps(stats.excluded))
     return "\n\n".join(parts)
@@ -167,7 +206,11 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     try:
         run(args, out or sys.stdout)
     except (MascotError, OSError) as exc:
-        message = str(exc) if isinstance(exc, MascotError) else f"{exc.strerror or exc}: {exc.filename or ''}".strip(": ")
+        message = (
+            str(exc)
+            if isinstance(exc, MascotError)
+            else f"{exc.strerror or exc}: {exc.filename or ''}".strip(": ")
+        )
         print(f"error: {message}", file=sys.stderr)
         return 2
     return 0

@@ -77,9 +77,7 @@ def make_engine(url: str) -> Engine:
     database = parsed.database or ""
     if database in ("", ":memory:"):
         # One shared in-memory connection, otherwise each pooled connection is a new empty DB.
-        engine = create_engine(
-            url, poolclass=StaticPool, connect_args={"check_same_thread": False}
-        )
+        engine = create_engine(url, poolclass=StaticPool, connect_args={"check_same_thread": False})
     else:
         Path(database).expanduser().resolve().parent.mkdir(parents=True, exist_ok=True)
         engine = create_engine(
@@ -165,7 +163,8 @@ def migrate(engine: Engine, revision: str = "head") -> None:
                     broken = conn.exec_driver_sql("PRAGMA foreign_key_check").fetchall()
                     if broken:
                         raise ConfigError(
-                            f"Migration to {revision} left {len(broken)} broken foreign key(s), e.g. {broken[0]}; "
+                            f"Migration to {revision} left {len(broken)} broken foreign key(s), "
+                            f"e.g. {broken[0]}; "
                             "it was rolled back. Report this with the database file."
                         )
         finally:

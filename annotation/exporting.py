@@ -15,9 +15,30 @@ import pandas as pd
 from annotation.frames import RATING_COLUMNS, load_judgments
 from annotation.store import StudyStore
 
-CSV_COLUMNS = ("judgment_id", "item_id", "annotator", "system_a", "system_b", "choice", "winner", "loser",
-               "left_system") + RATING_COLUMNS + ("comment", "seconds", "too_fast", "attention_passed",
-                                                  "is_attention", "leak_terms", "source", "created_at")
+CSV_COLUMNS = (
+    (
+        "judgment_id",
+        "item_id",
+        "annotator",
+        "system_a",
+        "system_b",
+        "choice",
+        "winner",
+        "loser",
+        "left_system",
+    )
+    + RATING_COLUMNS
+    + (
+        "comment",
+        "seconds",
+        "too_fast",
+        "attention_passed",
+        "is_attention",
+        "leak_terms",
+        "source",
+        "created_at",
+    )
+)
 
 
 def _value(v: Any) -> Any:
@@ -31,7 +52,9 @@ def _value(v: Any) -> Any:
 
 def render_dialogue(turns_json: str) -> str:
     """Stored turns -> 'Speaker: text' lines (the text form used for preference pairs)."""
-    return "\n".join(f"{t['speaker']}: {t['text']}" if t["speaker"] else t["text"] for t in json.loads(turns_json))
+    return "\n".join(
+        f"{t['speaker']}: {t['text']}" if t["speaker"] else t["text"] for t in json.loads(turns_json)
+    )
 
 
 def export_judgments(store: StudyStore, *, study_id: str, fmt: Literal["csv", "jsonl"], out: TextIO) -> int:
@@ -61,5 +84,8 @@ def export_preferences(store: StudyStore, *, study_id: str, out: TextIO) -> int:
     for row in frame.itertuples(index=False):
         a, b = render_dialogue(row.dialogue_a), render_dialogue(row.dialogue_b)
         chosen, rejected = (a, b) if row.choice == "a" else (b, a)
-        out.write(json.dumps({"prompt": row.context, "chosen": chosen, "rejected": rejected}, ensure_ascii=False) + "\n")
+        out.write(
+            json.dumps({"prompt": row.context, "chosen": chosen, "rejected": rejected}, ensure_ascii=False)
+            + "\n"
+        )
     return len(frame)

@@ -12,7 +12,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-
 from sqlalchemy import Connection, Select, case, select
 from sqlalchemy.orm import aliased
 
@@ -79,10 +78,18 @@ def _stats_frame(store: StudyStore, study_id: str) -> pd.DataFrame:
     """Integer ids from SQL, turned into categoricals of names (fast to fetch, group and compare)."""
     stmt = (
         select(
-            Judgment.id.label("judgment_id"), Judgment.item_id, Judgment.annotator_id.label("annotator"),
-            Item.system_a_id.label("system_a"), Item.system_b_id.label("system_b"), Judgment.choice,
-            Judgment.left_system_id.label("left_id"), *[getattr(Judgment, c) for c in RATING_COLUMNS],
-            Judgment.seconds, Judgment.too_fast, Judgment.attention_passed, Item.is_attention,
+            Judgment.id.label("judgment_id"),
+            Judgment.item_id,
+            Judgment.annotator_id.label("annotator"),
+            Item.system_a_id.label("system_a"),
+            Item.system_b_id.label("system_b"),
+            Judgment.choice,
+            Judgment.left_system_id.label("left_id"),
+            *[getattr(Judgment, c) for c in RATING_COLUMNS],
+            Judgment.seconds,
+            Judgment.too_fast,
+            Judgment.attention_passed,
+            Item.is_attention,
         )
         .join(Item, Item.id == Judgment.item_id)
         .where(Judgment.study_id == study_id)
@@ -91,11 +98,18 @@ def _stats_frame(store: StudyStore, study_id: str) -> pd.DataFrame:
     with store.reading() as session:
         store.study_row(session, study_id)
         frame = _raw_frame(session.connection(), stmt)
-        systems = dict(session.execute(select(System.id, System.name).where(System.study_id == study_id)).all())
-        people = dict(session.execute(
-            select(Annotator.id, Annotator.external_id).where(Annotator.study_id == study_id)).all())
+        systems = dict(
+            session.execute(select(System.id, System.name).where(System.study_id == study_id)).all()
+        )
+        people = dict(
+            session.execute(
+                select(Annotator.id, Annotator.external_id).where(Annotator.study_id == study_id)
+            ).all()
+        )
     left_id = pd.to_numeric(frame.pop("left_id"))
-    frame["left_side"] = np.where(left_id.eq(frame["system_a"]), "a", np.where(left_id.eq(frame["system_b"]), "b", None))
+    frame["left_side"] = np.where(
+        left_id.eq(frame["system_a"]), "a", np.where(left_id.eq(frame["system_b"]), "b", None)
+    )
     names = sorted(systems.values())
     dtype = pd.CategoricalDtype(names)
     for col in ("system_a", "system_b"):
@@ -110,7 +124,7 @@ def _convert(frame: pd.DataFrame) -> pd.DataFrame:
     """Raw driver values -> pandas types, vectorized (SQLite hands back 0/1 flags and NULLs)."""
     frame["judgment_id"] = frame["judgment_id"].astype("int64")
     frame["seconds"] = pd.to_numeric(frame["seconds"]).astype("float64")
-    passed = frame["attention_passed"].map({1: True, 0: False, True: True, False: False})
+    passed = frame["attention_passed"].map({1: True, 0: False})  # True/False hash as 1/0: mapped too
     frame["attention_passed"] = passed.astype(object).where(passed.notna(), None)
     return frame
 

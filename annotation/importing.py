@@ -13,18 +13,17 @@ import secrets
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from annotation.errors import ImportValidationError, InvalidInput
-from annotation.models import CHOICES, CRITERIA, Annotator, Assignment, Item, Judgment, System, utcnow
+from annotation.models import CRITERIA, Annotator, Assignment, Item, Judgment, System, utcnow
+from annotation.pairs import parse_pair
 from annotation.quality import find_system_mentions, is_too_fast
-from annotation.schemas import ExternalJudgment, PairItem, PairSide, Ratings, Turn
+from annotation.schemas import ExternalJudgment, PairItem, Ratings
 from annotation.store import StudyStore
 
-PAIR_KEYS = {"id", "item_id", "context", "a", "b", "attention_check", "expected", "meta"}
 JUDGMENT_REQUIRED = ("item_id", "annotator", "choice")
 JUDGMENT_OPTIONAL = ("comment", "seconds", "left_system") + tuple(f"{c}_{s}" for c in CRITERIA for s in "ab")
 CHOICE_ALIASES = {"tie": "tie", "both_bad": "both_bad", "both bad": "both_bad", "both-bad": "both_bad"}
@@ -38,65 +37,6 @@ class ImportReport:
     systems: list[str] = field(default_factory=list)
     leak_items: dict[str, list[str]] = field(default_factory=dict)  # item id -> system names found
     warnings: list[str] = field(default_factory=list)
-
-
-def _turn(raw: Any) -> Turn:
-    if isinstance(raw, str):
-        return Turn("", raw)
-    if isinstance(raw, dict):
-        speaker = raw.get("speaker", raw.get("name", raw.get("role", "")))
-        text = raw.get("text", raw.get("content"))
-        if isinstance(speaker, str) and isinstance(text, str) and text.strip():
-            return Turn(speaker.strip(), text)
-    raise ValueError(f"bad turn {json.dumps(raw)[:80]}: use {{\"speaker\": \"User\", \"text\": \"...\"}}")
-
-
-def _side(raw: Any, key: str) -> PairSide:
-    if not isinstance(raw, dict):
-        raise ValueError(f'"{key}" must be an object {{"system": NAME, "dialogue": [turns]}}')
-    system = raw.get("system")
-    turns = raw.get("dialogue", raw.get("turns"))
-    if not isinstance(system, str) or not system.strip():
-        raise ValueError(f'"{key}.system" must be a non-empty system name')
-    if not isinstance(turns, list) or not turns:
-        raise ValueError(f'"{key}.dialogue" must be a non-empty list of turns')
-    return PairSide(system.strip(), tuple(_turn(t) for t in turns))
-
-
-def parse_pair(line: str) -> PairItem:
-    """Parse one JSONL line into a `PairItem`; raises ValueError saying what is wrong."""
-    try:
-        raw = json.loads(line)
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"not valid JSON ({exc.msg} at column {exc.colno})") from exc
-    if not isinstance(raw, dict):
-        raise ValueError("each line must be one JSON object")
-    unknown = set(raw) - PAIR_KEYS
-    if unknown:
-        raise ValueError(f"unknown keys {sorted(unknown)}; allowed: {sorted(PAIR_KEYS)} (put extras in \"meta\")")
-    item_id = raw.get("id", raw.get("item_id"))
-    if not isinstance(item_id, (str, int)) or not str(item_id).strip():
-        raise ValueError('missing "id" (a string or number unique within the study)')
-    context = raw.get("context", "")
-    if isinstance(context, list):
-        context = "\n".join(f"{t.speaker}: {t.text}" if t.speaker else t.text for t in map(_turn, context))
-    if not isinstance(context, str):
-        raise ValueError('"context" must be a string (or a list of turns)')
-    a, b = _side(raw.get("a"), "a"), _side(raw.get("b"), "b")
-    if a.system == b.system:
-        raise ValueError(f"both sides come from system {a.system!r}; a pair compares two different systems")
-    check = raw.get("attention_check", False)
-    expected = raw.get("expected")
-    if not isinstance(check, bool):
-        raise ValueError('"attention_check" must be true or false')
-    if check and expected not in CHOICES:
-        raise ValueError(f'attention checks need "expected": one of {list(CHOICES)} (the known right answer)')
-    if not check and expected is not None:
-        raise ValueError('"expected" is only allowed with "attention_check": true')
-    meta = raw.get("meta", {})
-    if not isinstance(meta, dict):
-        raise ValueError('"meta" must be a JSON object')
-    return PairItem(str(item_id).strip(), context, a, b, check, expected, meta)
 
 
 def import_pairs(store: StudyStore, *, study_id: str, path: str | Path) -> ImportReport:
@@ -114,7 +54,9 @@ def import_pairs(store: StudyStore, *, study_id: str, path: str | Path) -> Impor
                 problems.append((number, str(exc)))
                 continue
             if item.item_id in seen:
-                problems.append((number, f"duplicate id {item.item_id!r} (first on line {seen[item.item_id]})"))
+                problems.append(
+                    (number, f"duplicate id {item.item_id!r} (first on line {seen[item.item_id]})")
+                )
                 continue
             seen[item.item_id] = number
             parsed.append((number, item))
@@ -126,7 +68,11 @@ def import_pairs(store: StudyStore, *, study_id: str, path: str | Path) -> Impor
     def run(session: Session) -> ImportReport:
         study = store.study_row(session, study_id, lock=True)
         existing = set(session.scalars(select(Item.external_id).where(Item.study_id == study.id)))
-        clashes = [(n, f"id {p.item_id!r} is already in study {study.id!r}") for n, p in parsed if p.item_id in existing]
+        clashes = [
+            (n, f"id {p.item_id!r} is already in study {study.id!r}")
+            for n, p in parsed
+            if p.item_id in existing
+        ]
         if clashes:
             raise ImportValidationError(str(path), clashes)
         systems = {s.name: s for s in session.scalars(select(System).where(System.study_id == study.id))}
@@ -142,24 +88,33 @@ def import_pairs(store: StudyStore, *, study_id: str, path: str | Path) -> Impor
             leaks = find_system_mentions(texts, systems)
             if leaks:
                 report.leak_items[p.item_id] = leaks
-            session.add(Item(
-                study_id=study.id, external_id=p.item_id, context=p.context,
-                system_a_id=systems[p.a.system].id, system_b_id=systems[p.b.system].id,
-                dialogue_a=json.dumps([t.__dict__ for t in p.a.turns]),
-                dialogue_b=json.dumps([t.__dict__ for t in p.b.turns]),
-                is_attention=p.attention_check, expected_choice=p.expected,
-                leak_terms=",".join(leaks), meta=json.dumps(p.meta),
-            ))
+            session.add(
+                Item(
+                    study_id=study.id,
+                    external_id=p.item_id,
+                    context=p.context,
+                    system_a_id=systems[p.a.system].id,
+                    system_b_id=systems[p.b.system].id,
+                    dialogue_a=json.dumps([t.__dict__ for t in p.a.turns]),
+                    dialogue_b=json.dumps([t.__dict__ for t in p.b.turns]),
+                    is_attention=p.attention_check,
+                    expected_choice=p.expected,
+                    leak_terms=",".join(leaks),
+                    meta=json.dumps(p.meta),
+                )
+            )
         if report.leak_items:
+            shown = ", ".join(list(report.leak_items)[:5]) + ("..." if len(report.leak_items) > 5 else "")
             report.warnings.append(
-                f"{len(report.leak_items)} item(s) name a system in their text ({', '.join(list(report.leak_items)[:5])}"
-                f"{'...' if len(report.leak_items) > 5 else ''}); names are masked as [system] for annotators, "
-                "but check these items or drop them."
+                f"{len(report.leak_items)} item(s) name a system in their text ({shown}); names are masked "
+                "as [system] for annotators, but check these items or drop them."
             )
         for text, what in ((study.instructions, "instructions"), (study.id, "study id")):
             leaks = find_system_mentions([text], systems)
             if leaks:
-                report.warnings.append(f"The {what} mentions {', '.join(leaks)}; annotators see it, so blinding is at risk.")
+                report.warnings.append(
+                    f"The {what} mentions {', '.join(leaks)}; annotators see it, so blinding is at risk."
+                )
         return report
 
     return store.write(run)
@@ -195,9 +150,18 @@ def _judgment_row(row: dict[str, str], item: Item | None, names: dict[int, str])
         took = float(seconds) if seconds else None
     except ValueError:
         raise ValueError(f"seconds={seconds!r} is not a number") from None
-    ratings = {s: Ratings(**{c: _rating(row.get(f"{c}_{s}") or "", f"{c}_{s}") for c in CRITERIA}) for s in "ab"}
+    ratings = {
+        s: Ratings(**{c: _rating(row.get(f"{c}_{s}") or "", f"{c}_{s}") for c in CRITERIA}) for s in "ab"
+    }
     return ExternalJudgment(
-        item.external_id, annotator, choice, ratings["a"], ratings["b"], (row.get("comment") or "").strip(), took, left_side
+        item.external_id,
+        annotator,
+        choice,
+        ratings["a"],
+        ratings["b"],
+        (row.get("comment") or "").strip(),
+        took,
+        left_side,
     )
 
 
@@ -213,9 +177,17 @@ def import_judgments(store: StudyStore, *, study_id: str, path: str | Path) -> I
         missing = [c for c in JUDGMENT_REQUIRED if c not in header]
         unknown = [c for c in header if c not in JUDGMENT_REQUIRED + JUDGMENT_OPTIONAL]
         if missing or unknown:
-            raise ImportValidationError(str(path), [(1, (
-                f"header is missing {missing} " if missing else "") + (f"has unknown columns {unknown} " if unknown else "")
-                + f"(required: {list(JUDGMENT_REQUIRED)}; optional: {list(JUDGMENT_OPTIONAL)})")])
+            raise ImportValidationError(
+                str(path),
+                [
+                    (
+                        1,
+                        (f"header is missing {missing} " if missing else "")
+                        + (f"has unknown columns {unknown} " if unknown else "")
+                        + f"(required: {list(JUDGMENT_REQUIRED)}; optional: {list(JUDGMENT_OPTIONAL)})",
+                    )
+                ],
+            )
         rows = [(reader.line_num, {k.strip(): v for k, v in row.items() if k}) for row in reader]
     if not rows:
         raise ImportValidationError(str(path), [(1, "the file has no judgment rows")])
@@ -224,11 +196,17 @@ def import_judgments(store: StudyStore, *, study_id: str, path: str | Path) -> I
         study = store.study_row(session, study_id, lock=True)
         items = {i.external_id: i for i in session.scalars(select(Item).where(Item.study_id == study.id))}
         names = {s.id: s.name for s in session.scalars(select(System).where(System.study_id == study.id))}
-        people = {a.external_id: a for a in session.scalars(select(Annotator).where(Annotator.study_id == study.id))}
-        taken = set(session.execute(select(Item.external_id, Annotator.external_id)
-                                    .join(Judgment, Judgment.item_id == Item.id)
-                                    .join(Annotator, Annotator.id == Judgment.annotator_id)
-                                    .where(Judgment.study_id == study.id)).tuples())
+        people = {
+            a.external_id: a for a in session.scalars(select(Annotator).where(Annotator.study_id == study.id))
+        }
+        taken = set(
+            session.execute(
+                select(Item.external_id, Annotator.external_id)
+                .join(Judgment, Judgment.item_id == Item.id)
+                .join(Annotator, Annotator.id == Judgment.annotator_id)
+                .where(Judgment.study_id == study.id)
+            ).tuples()
+        )
         problems: list[tuple[int, str]] = []
         valid: list[ExternalJudgment] = []
         for line, row in rows:
@@ -252,20 +230,42 @@ def import_judgments(store: StudyStore, *, study_id: str, path: str | Path) -> I
                 session.add(people[j.annotator])
                 session.flush()
             a_left = None if j.left_side is None else j.left_side == "a"
-            held = Assignment(token=secrets.token_hex(16), study_id=study.id, item_id=item.id,
-                              annotator_id=people[j.annotator].id, a_on_left=a_left, status="done",
-                              served_at=now, expires_at=now)
+            held = Assignment(
+                token=secrets.token_hex(16),
+                study_id=study.id,
+                item_id=item.id,
+                annotator_id=people[j.annotator].id,
+                a_on_left=a_left,
+                status="done",
+                served_at=now,
+                expires_at=now,
+            )
             session.add(held)
             session.flush()
-            session.add(Judgment(
-                assignment_id=held.id, study_id=study.id, item_id=item.id, annotator_id=held.annotator_id,
-                choice=j.choice, winner_system_id={"a": item.system_a_id, "b": item.system_b_id}.get(j.choice),
-                left_system_id=None if a_left is None else (item.system_a_id if a_left else item.system_b_id),
-                **{f"{c}_{s}": getattr(r, c) for s, r in (("a", j.ratings_a), ("b", j.ratings_b)) for c in CRITERIA},
-                comment=j.comment, seconds=j.seconds, too_fast=is_too_fast(j.seconds, study.min_seconds),
-                attention_passed=(j.choice == item.expected_choice) if item.is_attention else None,
-                source="import", created_at=now,
-            ))
+            session.add(
+                Judgment(
+                    assignment_id=held.id,
+                    study_id=study.id,
+                    item_id=item.id,
+                    annotator_id=held.annotator_id,
+                    choice=j.choice,
+                    winner_system_id={"a": item.system_a_id, "b": item.system_b_id}.get(j.choice),
+                    left_system_id=None
+                    if a_left is None
+                    else (item.system_a_id if a_left else item.system_b_id),
+                    **{
+                        f"{c}_{s}": getattr(r, c)
+                        for s, r in (("a", j.ratings_a), ("b", j.ratings_b))
+                        for c in CRITERIA
+                    },
+                    comment=j.comment,
+                    seconds=j.seconds,
+                    too_fast=is_too_fast(j.seconds, study.min_seconds),
+                    attention_passed=(j.choice == item.expected_choice) if item.is_attention else None,
+                    source="import",
+                    created_at=now,
+                )
+            )
         for item_id, n in Counter(items[j.item_id].id for j in valid).items():
             session.execute(update(Item).where(Item.id == item_id).values(n_done=Item.n_done + n))
         return ImportReport(added=len(valid), systems=sorted(names.values()))

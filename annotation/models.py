@@ -8,7 +8,7 @@ migrations (`annotation/migrations`), never by `create_all`, so deployed databas
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from sqlalchemy import (
     Boolean,
@@ -34,7 +34,7 @@ ASSIGNMENT_STATUSES: tuple[str, ...] = ("held", "done", "released")
 
 def utcnow() -> datetime:
     """Timezone-naive UTC now: SQLite has no time zones, so every timestamp is stored as naive UTC."""
-    return datetime.now(timezone.utc).replace(tzinfo=None)
+    return datetime.now(UTC).replace(tzinfo=None)
 
 
 class Base(DeclarativeBase):

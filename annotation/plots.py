@@ -17,8 +17,12 @@ from matplotlib.figure import Figure  # noqa: E402
 
 from annotation.stats import Comparison  # noqa: E402
 
-SEGMENTS = (("wins", "#2b6cb0", "{system} wins"), ("ties", "#a0aec0", "Tie"),
-            ("both_bad", "#e2e8f0", "Both bad"), ("losses", "#dd6b20", "Baseline wins"))
+SEGMENTS = (
+    ("wins", "#2b6cb0", "{system} wins"),
+    ("ties", "#a0aec0", "Tie"),
+    ("both_bad", "#e2e8f0", "Both bad"),
+    ("losses", "#dd6b20", "Baseline wins"),
+)
 
 
 def preference_figure(comparisons: Sequence[Comparison], title: str = "Human preference") -> Figure:
@@ -32,28 +36,45 @@ def preference_figure(comparisons: Sequence[Comparison], title: str = "Human pre
     labels = [f"{c.system} vs {c.baseline}" for c in comparisons]
     focal = {c.system for c in comparisons}
     for key, color, label in SEGMENTS:
-        left = [sum(c.shares[k] for k, _, _ in SEGMENTS[: [s[0] for s in SEGMENTS].index(key)]) for c in comparisons]
+        left = [
+            sum(c.shares[k] for k, _, _ in SEGMENTS[: [s[0] for s in SEGMENTS].index(key)])
+            for c in comparisons
+        ]
         widths = [c.shares[key] for c in comparisons]
         name = label.format(system=next(iter(focal))) if len(focal) == 1 else label.format(system="System")
         bars = ax.barh(labels, widths, left=left, color=color, edgecolor="white", label=name)
         for bar, width in zip(bars, widths):
             if width >= 0.06:
-                ax.text(bar.get_x() + width / 2, bar.get_y() + bar.get_height() / 2, f"{width:.1%}",
-                        ha="center", va="center", fontsize=9, color="white" if key in ("wins", "losses") else "black")
+                ax.text(
+                    bar.get_x() + width / 2,
+                    bar.get_y() + bar.get_height() / 2,
+                    f"{width:.1%}",
+                    ha="center",
+                    va="center",
+                    fontsize=9,
+                    color="white" if key in ("wins", "losses") else "black",
+                )
     for y, c in enumerate(comparisons):
         ax.text(1.01, y, c.test.stars or "n.s.", va="center", fontsize=10)
     ax.set_xlim(0, 1)
     ax.invert_yaxis()
     ax.xaxis.set_major_formatter(matplotlib.ticker.PercentFormatter(1.0))
     ax.set_title(title)
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.15 if len(comparisons) > 1 else -0.3), ncol=4, frameon=False)
+    ax.legend(
+        loc="upper center",
+        bbox_to_anchor=(0.5, -0.15 if len(comparisons) > 1 else -0.3),
+        ncol=4,
+        frameon=False,
+    )
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
     fig.tight_layout()
     return fig
 
 
-def save_preference_chart(comparisons: Sequence[Comparison], path: str | Path, title: str = "Human preference") -> Path:
+def save_preference_chart(
+    comparisons: Sequence[Comparison], path: str | Path, title: str = "Human preference"
+) -> Path:
     """Write the chart as a PNG to `path` (folders created) and return the path."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -1,4 +1,5 @@
-"""Quality checks: system names leaking into dialogue text, too-fast votes, attention-check answers.
+"""Quality checks: system names leaking into dialogue text, too-fast votes, attention checks, and the
+per-annotator and position-bias summaries computed from judgments.
 
 A dialogue that names its system ("As MASCOT, I ...") breaks blinding, so such items are flagged
 at import and the names are masked before any text is sent to an annotator.
@@ -6,9 +7,14 @@ at import and the names are masked before any text is sent to an annotator.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable
 from functools import lru_cache
+from typing import Any
+
+import pandas as pd
+from scipy.stats import binomtest
 
 MASK = "[system]"
 # Names shorter than this are too likely to be ordinary words ("A", "v2") to search for.
@@ -69,3 +75,29 @@ def is_too_fast(seconds: float | None, min_seconds: float) -> bool:
 def attention_passed(choice: str, expected: str | None) -> bool | None:
     """Whether an attention-check vote matches the known answer; None for ordinary items."""
     return None if expected is None else choice == expected
+
+
+def position_bias(frame: pd.DataFrame) -> dict[str, Any]:
+    """Share of decisive votes for the left response; a sign test against 0.5 (blind-order check)."""
+    known = frame[frame.left_system.notna() & frame.winner.notna()]
+    left = int((known.winner == known.left_system).sum())
+    n = len(known)
+    return {
+        "n": n,
+        "left_share": left / n if n else math.nan,
+        "p_value": float(binomtest(left, n, 0.5).pvalue) if n else math.nan,
+    }
+
+
+def annotator_quality(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per annotator: judgments, attention checks passed/failed, too-fast votes, median seconds."""
+    g = frame.groupby("annotator", observed=True)
+    return pd.DataFrame(
+        {
+            "judgments": g.size(),
+            "attention_checks": g["attention_passed"].apply(lambda s: int(s.notna().sum())),
+            "attention_failed": g["attention_passed"].apply(lambda s: int((s == False).sum())),  # noqa: E712
+            "too_fast": g["too_fast"].sum().astype(int),
+            "median_seconds": g["seconds"].median(),
+        }
+    ).reset_index()

@@ -19,6 +19,7 @@ from scipy.stats import binomtest, norm, wilcoxon
 from annotation.agreement import agreement_summary
 from annotation.bradley_terry import BTRating, bradley_terry
 from annotation.models import CRITERIA
+from annotation.quality import annotator_quality, position_bias
 
 
 def stars(p: float | None) -> str:
@@ -81,8 +82,17 @@ def sign_test(wins: int, losses: int, ties: int = 0, both_bad: int = 0) -> SignT
     p_split = binomtest(wins + half, split_n, 0.5).pvalue if split_n else 1.0
     low, high = wilson_interval(wins, decisive)
     return SignTest(
-        wins, losses, ties, both_bad, decisive + ties + both_bad,
-        wins / decisive if decisive else math.nan, low, high, float(p), float(p_split), stars(p),
+        wins,
+        losses,
+        ties,
+        both_bad,
+        decisive + ties + both_bad,
+        wins / decisive if decisive else math.nan,
+        low,
+        high,
+        float(p),
+        float(p_split),
+        stars(p),
     )
 
 
@@ -120,12 +130,22 @@ def compare_pairs(frame: pd.DataFrame) -> list[Comparison]:
     """Sign test for every pair of systems in `frame` (ordinary items only), Holm across pairs."""
     tests: list[tuple[str, str, SignTest]] = []
     for first, second in _orient(frame):
-        rows = frame[((frame.system_a == first) & (frame.system_b == second)) |
-                     ((frame.system_a == second) & (frame.system_b == first))]
-        tests.append((first, second, sign_test(
-            int((rows.winner == first).sum()), int((rows.winner == second).sum()),
-            int((rows.choice == "tie").sum()), int((rows.choice == "both_bad").sum()),
-        )))
+        rows = frame[
+            ((frame.system_a == first) & (frame.system_b == second))
+            | ((frame.system_a == second) & (frame.system_b == first))
+        ]
+        tests.append(
+            (
+                first,
+                second,
+                sign_test(
+                    int((rows.winner == first).sum()),
+                    int((rows.winner == second).sum()),
+                    int((rows.choice == "tie").sum()),
+                    int((rows.choice == "both_bad").sum()),
+                ),
+            )
+        )
     adjusted = holm([t.p_value for _, _, t in tests])
     return [Comparison(a, b, t, p, stars(p)) for (a, b, t), p in zip(tests, adjusted)]
 
@@ -161,27 +181,6 @@ def rating_tests(frame: pd.DataFrame, pairs: Sequence[tuple[str, str]]) -> list[
     return out
 
 
-def position_bias(frame: pd.DataFrame) -> dict[str, Any]:
-    """Share of decisive votes for the left response; a sign test against 0.5 (blind-order check)."""
-    known = frame[frame.left_system.notna() & frame.winner.notna()]
-    left = int((known.winner == known.left_system).sum())
-    n = len(known)
-    return {"n": n, "left_share": left / n if n else math.nan,
-            "p_value": float(binomtest(left, n, 0.5).pvalue) if n else math.nan}
-
-
-def annotator_quality(frame: pd.DataFrame) -> pd.DataFrame:
-    """Per annotator: judgments, attention checks passed/failed, too-fast votes, median seconds."""
-    g = frame.groupby("annotator", observed=True)
-    return pd.DataFrame({
-        "judgments": g.size(),
-        "attention_checks": g["attention_passed"].apply(lambda s: int(s.notna().sum())),
-        "attention_failed": g["attention_passed"].apply(lambda s: int((s == False).sum())),  # noqa: E712
-        "too_fast": g["too_fast"].sum().astype(int),
-        "median_seconds": g["seconds"].median(),
-    }).reset_index()
-
-
 @dataclass
 class StudyStats:
     """Everything the stats command and the Studies tab show."""
@@ -196,16 +195,32 @@ class StudyStats:
 
     def table(self) -> pd.DataFrame:
         """One row per comparison, the paper's way: counts, win rate [95% CI], p, stars, Holm p."""
-        return pd.DataFrame([{
-            "system": c.system, "baseline": c.baseline, "wins": c.test.wins, "losses": c.test.losses,
-            "ties": c.test.ties, "both_bad": c.test.both_bad, "n": c.test.n,
-            "win_rate": round(c.test.win_rate, 4), "ci_low": round(c.test.ci_low, 4),
-            "ci_high": round(c.test.ci_high, 4), "p_value": c.test.p_value, "stars": c.test.stars,
-            "p_ties_split": c.test.p_ties_split, "p_holm": c.p_holm, "stars_holm": c.stars_holm,
-        } for c in self.comparisons])
+        return pd.DataFrame(
+            [
+                {
+                    "system": c.system,
+                    "baseline": c.baseline,
+                    "wins": c.test.wins,
+                    "losses": c.test.losses,
+                    "ties": c.test.ties,
+                    "both_bad": c.test.both_bad,
+                    "n": c.test.n,
+                    "win_rate": round(c.test.win_rate, 4),
+                    "ci_low": round(c.test.ci_low, 4),
+                    "ci_high": round(c.test.ci_high, 4),
+                    "p_value": c.test.p_value,
+                    "stars": c.test.stars,
+                    "p_ties_split": c.test.p_ties_split,
+                    "p_holm": c.p_holm,
+                    "stars_holm": c.stars_holm,
+                }
+                for c in self.comparisons
+            ]
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict (NaN becomes None)."""
+
         def clean(v: Any) -> Any:
             if isinstance(v, float) and math.isnan(v):
                 return None
@@ -214,21 +229,36 @@ class StudyStats:
             if isinstance(v, list):
                 return [clean(x) for x in v]
             return v.item() if isinstance(v, np.generic) else v
-        return clean({
-            "comparisons": [{**asdict(c.test), "system": c.system, "baseline": c.baseline,
-                             "p_holm": c.p_holm, "stars_holm": c.stars_holm} for c in self.comparisons],
-            "bradley_terry": [asdict(r) for r in self.bradley_terry],
-            "agreement": self.agreement,
-            "ratings": [asdict(r) for r in self.ratings],
-            "position_bias": self.position_bias,
-            "quality": self.quality.to_dict(orient="records"),
-            "excluded": self.excluded,
-        })
+
+        return clean(
+            {
+                "comparisons": [
+                    {
+                        **asdict(c.test),
+                        "system": c.system,
+                        "baseline": c.baseline,
+                        "p_holm": c.p_holm,
+                        "stars_holm": c.stars_holm,
+                    }
+                    for c in self.comparisons
+                ],
+                "bradley_terry": [asdict(r) for r in self.bradley_terry],
+                "agreement": self.agreement,
+                "ratings": [asdict(r) for r in self.ratings],
+                "position_bias": self.position_bias,
+                "quality": self.quality.to_dict(orient="records"),
+                "excluded": self.excluded,
+            }
+        )
 
 
 def study_stats(
-    frame: pd.DataFrame, *, exclude_fast: bool = False, min_attention_accuracy: float | None = None,
-    bootstrap: int = 200, seed: int = 0,
+    frame: pd.DataFrame,
+    *,
+    exclude_fast: bool = False,
+    min_attention_accuracy: float | None = None,
+    bootstrap: int = 200,
+    seed: int = 0,
 ) -> StudyStats:
     """All statistics for the judgments in `frame` (from `annotation.frames.load_judgments`).
 

@@ -7,23 +7,24 @@ Open with `StudyStore("sqlite:///data/annotation.db")`; the schema is migrated o
 
 from __future__ import annotations
 
-import json
 import secrets
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
-from typing import Iterator, TypeVar
+from typing import TypeVar
 
-from sqlalchemy import Engine, func, select
+from sqlalchemy import Engine, select
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from annotation import assignment as assign
+from annotation.blind import blind_task, item_choice, side_ratings
 from annotation.db import WriteGate, open_database, writer
 from annotation.errors import HoldExpired, InvalidInput, StudyClosed, StudyNotFound
 from annotation.models import Annotator, Assignment, Item, Judgment, Study, System, utcnow
-from annotation.quality import attention_passed, is_too_fast, mask_system_names
+from annotation.monitoring import study_overview
+from annotation.quality import attention_passed, is_too_fast
 from annotation.schemas import (
     SHOWN_CHOICES,
     Finished,
@@ -33,12 +34,10 @@ from annotation.schemas import (
     StudyConfig,
     SubmitResult,
     Task,
-    Turn,
 )
 
 T = TypeVar("T")
 Clock = Callable[[], datetime]
-_SHOWN_TO_ITEM = {True: {"A": "a", "B": "b"}, False: {"A": "b", "B": "a"}}
 
 
 def _config(study: Study) -> StudyConfig:
@@ -56,14 +55,6 @@ def _config(study: Study) -> StudyConfig:
     )
 
 
-def _turns(raw: str, names: list[str]) -> tuple[Turn, ...]:
-    """Stored JSON turns -> masked `Turn`s, ready for the annotator."""
-    return tuple(
-        Turn(mask_system_names(t["speaker"], names), mask_system_names(t["text"], names))
-        for t in json.loads(raw)
-    )
-
-
 def _clean_annotator(annotator: str) -> str:
     value = (annotator or "").strip()
     if not value or len(value) > 200:
@@ -77,7 +68,9 @@ def _clean_annotator(annotator: str) -> str:
 class StudyStore:
     """Pairwise-study storage on any SQLAlchemy URL; safe to share across threads."""
 
-    def __init__(self, url: str | None = None, *, engine: Engine | None = None, clock: Clock = utcnow) -> None:
+    def __init__(
+        self, url: str | None = None, *, engine: Engine | None = None, clock: Clock = utcnow
+    ) -> None:
         if engine is None:
             if not url:
                 raise InvalidInput("StudyStore needs a database URL, e.g. sqlite:///data/annotation.db.")
@@ -137,11 +130,18 @@ class StudyStore:
                     f"Study {config.id!r} already exists. Pick another id, or import more pairs into it."
                 )
             study = Study(
-                id=config.id, name=config.name or config.id, instructions=config.instructions,
-                annotators_per_item=config.annotators_per_item, attention_rate=config.attention_rate,
-                min_seconds=config.min_seconds, hold_minutes=config.hold_minutes,
-                items_per_annotator=config.items_per_annotator, completion_code=config.completion_code,
-                order_secret=secrets.token_hex(16), is_open=config.is_open, created_at=self._clock(),
+                id=config.id,
+                name=config.name or config.id,
+                instructions=config.instructions,
+                annotators_per_item=config.annotators_per_item,
+                attention_rate=config.attention_rate,
+                min_seconds=config.min_seconds,
+                hold_minutes=config.hold_minutes,
+                items_per_annotator=config.items_per_annotator,
+                completion_code=config.completion_code,
+                order_secret=secrets.token_hex(16),
+                is_open=config.is_open,
+                created_at=self._clock(),
             )
             session.add(study)
             session.flush()
@@ -172,7 +172,9 @@ class StudyStore:
     def systems(self, *, study_id: str) -> list[str]:
         """Names of the systems compared in a study (researcher side only)."""
         with self.reading() as session:
-            return list(session.scalars(select(System.name).where(System.study_id == study_id).order_by(System.name)))
+            return list(
+                session.scalars(select(System.name).where(System.study_id == study_id).order_by(System.name))
+            )
 
     # ---- annotator flow -----------------------------------------------------------------------
     def next_task(self, *, study_id: str, annotator: str) -> Task | Finished:
@@ -187,30 +189,28 @@ class StudyStore:
             ).first()
             if person is None:
                 if not study.is_open:
-                    raise StudyClosed(f"Study {study_id!r} is closed and takes no new annotators. Ask the researcher.")
+                    raise StudyClosed(
+                        f"Study {study_id!r} is closed and takes no new annotators. Ask the researcher."
+                    )
                 person = Annotator(study_id=study.id, external_id=external, created_at=now)
                 session.add(person)
                 session.flush()
             current, progress = assign.acquire(session, study=study, annotator=person, now=now)
             if current is None:
                 return Finished(progress=progress, completion_code=study.completion_code)
-            names = list(session.scalars(select(System.name).where(System.study_id == study.id)))
-            item = current.item
-            sides = (item.dialogue_a, item.dialogue_b) if current.a_on_left else (item.dialogue_b, item.dialogue_a)
-            return Task(
-                token=current.token,
-                context=mask_system_names(item.context, names),
-                left=_turns(sides[0], names),
-                right=_turns(sides[1], names),
-                progress=progress,
-                instructions=mask_system_names(study.instructions, names),
-            )
+            return blind_task(session, study=study, assignment=current, progress=progress)
 
         return self.write(run)
 
     def submit(
-        self, *, token: str, choice: str, left: Ratings = Ratings(), right: Ratings = Ratings(),
-        comment: str = "", seconds: float | None = None,
+        self,
+        *,
+        token: str,
+        choice: str,
+        left: Ratings = Ratings(),
+        right: Ratings = Ratings(),
+        comment: str = "",
+        seconds: float | None = None,
     ) -> SubmitResult:
         """Record a vote given as shown (A = left); idempotent: a repeat returns the first result.
 
@@ -236,33 +236,42 @@ class StudyStore:
                 .with_for_update(of=Assignment)
             ).first()
             if row is None:
-                raise StudyNotFound(f"Unknown task token {token!r}: reload the study page to get your current task.")
+                raise StudyNotFound(
+                    f"Unknown task token {token!r}: reload the study page to get your current task."
+                )
             current, item, study = row
             if current.status == "done":
                 done = session.scalars(select(Judgment).where(Judgment.assignment_id == current.id)).one()
                 return SubmitResult(done.id, True, done.too_fast, done.attention_passed)
             if current.status == "released" or (
-                current.expires_at <= now and not item.is_attention
-                and assign.item_load(session, item_id=item.id, now=now, exclude_id=current.id) >= study.annotators_per_item
+                current.expires_at <= now
+                and not item.is_attention
+                and assign.item_load(session, item_id=item.id, now=now, exclude_id=current.id)
+                >= study.annotators_per_item
             ):
                 current.status = "released"
                 expired = True
                 return None
             a_left = bool(current.a_on_left)
-            picked = _SHOWN_TO_ITEM[a_left].get(choice, choice)
-            ra, rb = (left, right) if a_left else (right, left)
+            picked = item_choice(choice, a_left)
             took = seconds if seconds is not None else (now - current.served_at).total_seconds()
             judgment = Judgment(
-                assignment_id=current.id, study_id=study.id, item_id=item.id, annotator_id=current.annotator_id,
+                assignment_id=current.id,
+                study_id=study.id,
+                item_id=item.id,
+                annotator_id=current.annotator_id,
                 choice=picked,
                 winner_system_id={"a": item.system_a_id, "b": item.system_b_id}.get(picked),
                 left_system_id=item.system_a_id if a_left else item.system_b_id,
-                **{f"{c}_a": getattr(ra, c) for c in Ratings.__dataclass_fields__},
-                **{f"{c}_b": getattr(rb, c) for c in Ratings.__dataclass_fields__},
-                comment=(comment or "").strip(), seconds=took,
+                **side_ratings(left, right, a_left),
+                comment=(comment or "").strip(),
+                seconds=took,
                 too_fast=is_too_fast(took, study.min_seconds),
-                attention_passed=attention_passed(picked, item.expected_choice if item.is_attention else None),
-                source="app", created_at=now,
+                attention_passed=attention_passed(
+                    picked, item.expected_choice if item.is_attention else None
+                ),
+                source="app",
+                created_at=now,
             )
             current.status = "done"
             item.n_done = Item.n_done + 1  # SQL-side increment: safe against concurrent writers
@@ -275,9 +284,15 @@ class StudyStore:
         except IntegrityError:
             # A concurrent identical submit won the race (PostgreSQL); report its judgment.
             with self.reading() as session:
-                row = session.execute(
-                    select(Judgment).join(Assignment, Assignment.id == Judgment.assignment_id).where(Assignment.token == token)
-                ).scalars().first()
+                row = (
+                    session.execute(
+                        select(Judgment)
+                        .join(Assignment, Assignment.id == Judgment.assignment_id)
+                        .where(Assignment.token == token)
+                    )
+                    .scalars()
+                    .first()
+                )
             if row is None:
                 raise
             return SubmitResult(row.id, True, row.too_fast, row.attention_passed)
@@ -300,37 +315,6 @@ class StudyStore:
 
     # ---- monitoring ---------------------------------------------------------------------------
     def overview(self, *, study_id: str) -> Overview:
-        """Counts a researcher watches while a study runs."""
+        """Counts a researcher watches while a study runs (see `annotation.monitoring`)."""
         with self.reading() as session:
-            study = self.study_row(session, study_id)
-            now = self._clock()
-            n_items = session.scalar(select(func.count()).where(Item.study_id == study.id)) or 0
-            n_checks = session.scalar(
-                select(func.count()).where(Item.study_id == study.id, Item.is_attention.is_(True))
-            ) or 0
-            per_item = (
-                select(Judgment.item_id, func.count().label("n"))
-                .join(Item, Item.id == Judgment.item_id)
-                .where(Judgment.study_id == study.id, Item.is_attention.is_(False))
-                .group_by(Judgment.item_id)
-                .subquery()
-            )
-            complete = session.scalar(
-                select(func.count()).select_from(per_item).where(per_item.c.n >= study.annotators_per_item)
-            ) or 0
-            j = select(func.count()).where(Judgment.study_id == study.id)
-            return Overview(
-                study_id=study.id, items=n_items - n_checks, attention_items=n_checks,
-                complete_items=complete, judgments=session.scalar(j) or 0,
-                annotators=session.scalar(select(func.count()).where(Annotator.study_id == study.id)) or 0,
-                live_holds=session.scalar(
-                    select(func.count()).where(
-                        Assignment.study_id == study.id, Assignment.status == "held", Assignment.expires_at > now
-                    )
-                ) or 0,
-                too_fast=session.scalar(j.where(Judgment.too_fast.is_(True))) or 0,
-                attention_failed=session.scalar(j.where(Judgment.attention_passed.is_(False))) or 0,
-                leak_items=session.scalar(
-                    select(func.count()).where(Item.study_id == study.id, Item.leak_terms != "")
-                ) or 0,
-            )
+            return study_overview(session, study=self.study_row(session, study_id), now=self._clock())

@@ -26,8 +26,12 @@ CRITERION_LABELS = {
     "emotional_appropriateness": "Emotional appropriateness",
     "perceived_safety": "Perceived safety",
 }
-VOTES = (("A", "A is better  [1]", "vote-a"), ("B", "B is better  [2]", "vote-b"),
-         ("tie", "Tie  [3]", "vote-tie"), ("both_bad", "Both are bad  [4]", "vote-bad"))
+VOTES = (
+    ("A", "A is better  [1]", "vote-a"),
+    ("B", "B is better  [2]", "vote-b"),
+    ("tie", "Tie  [3]", "vote-tie"),
+    ("both_bad", "Both are bad  [4]", "vote-bad"),
+)
 # Installed once per page by demo.load(js=...): keyboard shortcuts and a little layout CSS.
 PAGE_JS = """
 () => {
@@ -52,8 +56,23 @@ RATING_CHOICES = ["1", "2", "3", "4", "5"]
 RATING_KEYS = tuple(f"{k}_{s}" for k in CRITERIA for s in "ab")  # s: shown side, a = Response A (left)
 # Handlers take `c`, a mapping from these names to the page's components, and return updates keyed by
 # them; tests pass {name: name} to read the updates by name.
-COMPONENT_NAMES = ("state", "status", "login", "study_in", "annotator_in", "task", "progress", "instructions",
-                   "context", "chat_a", "chat_b", *RATING_KEYS, "comment", "finish", "finish_md")
+COMPONENT_NAMES = (
+    "state",
+    "status",
+    "login",
+    "study_in",
+    "annotator_in",
+    "task",
+    "progress",
+    "instructions",
+    "context",
+    "chat_a",
+    "chat_b",
+    *RATING_KEYS,
+    "comment",
+    "finish",
+    "finish_md",
+)
 
 
 def chat_messages(turns: tuple[Turn, ...]) -> list[dict[str, str]]:
@@ -70,11 +89,15 @@ def chat_messages(turns: tuple[Turn, ...]) -> list[dict[str, str]]:
 
 def progress_html(done: int, total: int) -> str:
     """The `12 / 50` progress bar."""
-    return (f'<div class="annot-progress"><progress value="{done}" max="{max(total, 1)}"></progress>'
-            f"<div><b>{done} / {total}</b> completed</div></div>")
+    return (
+        f'<div class="annot-progress"><progress value="{done}" max="{max(total, 1)}"></progress>'
+        f"<div><b>{done} / {total}</b> completed</div></div>"
+    )
 
 
-def _view(result: Task | Finished, session: dict[str, Any], c: dict[str, Any], notice: str = "") -> dict[Any, Any]:
+def _view(
+    result: Task | Finished, session: dict[str, Any], c: dict[str, Any], notice: str = ""
+) -> dict[Any, Any]:
     """Component updates for a task or the finish screen (c: the page's components by name)."""
     blank = {c[key]: None for key in RATING_KEYS}
     if isinstance(result, Finished):
@@ -82,35 +105,59 @@ def _view(result: Task | Finished, session: dict[str, Any], c: dict[str, Any], n
         lines = [f"## Thank you, you are done!\n\nYou completed **{result.progress.done}** comparison(s)."]
         if code:
             lines.append(f"Your completion code is: **`{html.escape(code)}`**")
-            lines.append(f"[Return to Prolific](https://app.prolific.com/submissions/complete?cc={quote(code)})")
-        return {c["state"]: {**session, "token": None}, c["login"]: gr.update(visible=False),
-                c["task"]: gr.update(visible=False), c["finish"]: gr.update(visible=True),
-                c["finish_md"]: "\n\n".join(lines), c["status"]: notice, **blank}
+            lines.append(
+                f"[Return to Prolific](https://app.prolific.com/submissions/complete?cc={quote(code)})"
+            )
+        return {
+            c["state"]: {**session, "token": None},
+            c["login"]: gr.update(visible=False),
+            c["task"]: gr.update(visible=False),
+            c["finish"]: gr.update(visible=True),
+            c["finish_md"]: "\n\n".join(lines),
+            c["status"]: notice,
+            **blank,
+        }
     return {
         c["state"]: {**session, "token": result.token},
-        c["login"]: gr.update(visible=False), c["task"]: gr.update(visible=True), c["finish"]: gr.update(visible=False),
+        c["login"]: gr.update(visible=False),
+        c["task"]: gr.update(visible=True),
+        c["finish"]: gr.update(visible=False),
         c["progress"]: progress_html(result.progress.done, result.progress.total),
         c["instructions"]: result.instructions,
         c["context"]: f"**Situation:** {result.context}" if result.context else "",
-        c["chat_a"]: chat_messages(result.left), c["chat_b"]: chat_messages(result.right),
-        c["comment"]: "", c["status"]: notice, **blank,
+        c["chat_a"]: chat_messages(result.left),
+        c["chat_b"]: chat_messages(result.right),
+        c["comment"]: "",
+        c["status"]: notice,
+        **blank,
     }
 
 
-def _login(c: dict[str, Any], store: StudyStore, message: str, study: str | None = None, annotator: str = "") -> dict[Any, Any]:
+def _login(
+    c: dict[str, Any], store: StudyStore, message: str, study: str | None = None, annotator: str = ""
+) -> dict[Any, Any]:
     open_ids = [s.id for s in store.list_studies() if s.is_open]
-    return {c["login"]: gr.update(visible=True), c["task"]: gr.update(visible=False),
-            c["finish"]: gr.update(visible=False),
-            c["study_in"]: gr.update(choices=open_ids, value=study if study in open_ids else None),
-            c["annotator_in"]: annotator, c["status"]: message}
+    return {
+        c["login"]: gr.update(visible=True),
+        c["task"]: gr.update(visible=False),
+        c["finish"]: gr.update(visible=False),
+        c["study_in"]: gr.update(choices=open_ids, value=study if study in open_ids else None),
+        c["annotator_in"]: annotator,
+        c["status"]: message,
+    }
 
 
 def start(store: StudyStore, c: dict[str, Any], study: str | None, annotator: str | None) -> dict[Any, Any]:
     """Begin or resume a session for (study, annotator); the login form again on a bad id."""
     session = {"study": (study or "").strip(), "annotator": (annotator or "").strip(), "token": None}
     if not session["study"] or not session["annotator"]:
-        return _login(c, store, "Choose a study and enter your annotator ID (e.g. your Prolific ID).",
-                      session["study"], session["annotator"])
+        return _login(
+            c,
+            store,
+            "Choose a study and enter your annotator ID (e.g. your Prolific ID).",
+            session["study"],
+            session["annotator"],
+        )
     try:
         return _view(store.next_task(study_id=session["study"], annotator=session["annotator"]), session, c)
     except AnnotationError as exc:
@@ -126,8 +173,12 @@ def on_load(store: StudyStore, c: dict[str, Any], request: gr.Request) -> dict[A
 
 
 def vote(
-    store: StudyStore, c: dict[str, Any], choice: str, session: dict[str, Any] | None,
-    ratings: list[str | None], comment: str | None,
+    store: StudyStore,
+    c: dict[str, Any],
+    choice: str,
+    session: dict[str, Any] | None,
+    ratings: list[str | None],
+    comment: str | None,
 ) -> dict[Any, Any]:
     """Record the vote for the current task (idempotent), then show the next task or the finish screen.
 
@@ -136,16 +187,23 @@ def vote(
     if not session or not session.get("token"):
         return _login(c, store, "Your session ended; enter your study and annotator ID to continue.")
     by_key = dict(zip(RATING_KEYS, ratings))
-    side = {s: Ratings(**{k: int(by_key[f"{k}_{s}"]) if by_key[f"{k}_{s}"] else None for k in CRITERIA}) for s in "ab"}
+    side = {
+        s: Ratings(**{k: int(by_key[f"{k}_{s}"]) if by_key[f"{k}_{s}"] else None for k in CRITERIA})
+        for s in "ab"
+    }
     notice = "✓ Saved."
     try:
-        store.submit(token=session["token"], choice=choice, left=side["a"], right=side["b"], comment=comment or "")
+        store.submit(
+            token=session["token"], choice=choice, left=side["a"], right=side["b"], comment=comment or ""
+        )
     except HoldExpired as exc:
         notice = f"⚠️ {exc}"
     except StudyNotFound as exc:
         return _login(c, store, f"⚠️ {exc}", session.get("study"), session.get("annotator", ""))
     try:
-        return _view(store.next_task(study_id=session["study"], annotator=session["annotator"]), session, c, notice)
+        return _view(
+            store.next_task(study_id=session["study"], annotator=session["annotator"]), session, c, notice
+        )
     except AnnotationError as exc:
         return _login(c, store, f"⚠️ {exc}", session.get("study"), session.get("annotator", ""))
 
@@ -172,18 +230,32 @@ def build_annotate_page(settings: Settings, *, store: StudyStore | None = None) 
             c["instructions"] = gr.Markdown("")
             c["context"] = gr.Markdown("", elem_classes=["annot-context"])
             with gr.Row(equal_height=True):
-                opts = dict(height=None, min_height=160, max_height=520, feedback_options=None, buttons=[], group_consecutive_messages=False)
+                opts = dict(
+                    height=None,
+                    min_height=160,
+                    max_height=520,
+                    feedback_options=None,
+                    buttons=[],
+                    group_consecutive_messages=False,
+                )
                 c["chat_a"] = gr.Chatbot(label="Response A", **opts)
                 c["chat_b"] = gr.Chatbot(label="Response B", **opts)
             with gr.Accordion("Ratings (optional, 1 = poor, 5 = excellent)", open=True):
                 for k in CRITERIA:
                     with gr.Row():
                         for s, side in (("a", "A"), ("b", "B")):
-                            c[f"{k}_{s}"] = gr.Radio(RATING_CHOICES, label=f"{CRITERION_LABELS[k]}: Response {side}")
+                            c[f"{k}_{s}"] = gr.Radio(
+                                RATING_CHOICES, label=f"{CRITERION_LABELS[k]}: Response {side}"
+                            )
             c["comment"] = gr.Textbox(label="Comment (optional)", lines=2)
             with gr.Row():
-                buttons = [(choice, gr.Button(label, elem_id=eid, variant="primary" if choice in "AB" else "secondary"))
-                           for choice, label, eid in VOTES]
+                buttons = [
+                    (
+                        choice,
+                        gr.Button(label, elem_id=eid, variant="primary" if choice in "AB" else "secondary"),
+                    )
+                    for choice, label, eid in VOTES
+                ]
             gr.Markdown("Keyboard: **1** = A better, **2** = B better, **3** = tie, **4** = both bad.")
         with gr.Column(visible=False) as c["finish"]:
             c["finish_md"] = gr.Markdown("")
@@ -218,8 +290,16 @@ def build_annotate_page(settings: Settings, *, store: StudyStore | None = None) 
 def _voter(store: StudyStore, c: dict[str, Any], choice: str) -> Any:
     """One click handler per vote button (all share `vote`; FastChat's four clones avoided)."""
 
-    def handler(session: dict[str, Any] | None, ha: str | None, hb: str | None, ea: str | None,
-                eb: str | None, sa: str | None, sb: str | None, comment: str | None) -> dict[Any, Any]:
+    def handler(
+        session: dict[str, Any] | None,
+        ha: str | None,
+        hb: str | None,
+        ea: str | None,
+        eb: str | None,
+        sa: str | None,
+        sb: str | None,
+        comment: str | None,
+    ) -> dict[Any, Any]:
         return vote(store, c, choice, session, [ha, hb, ea, eb, sa, sb], comment)
 
     return handler

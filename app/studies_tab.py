@@ -24,8 +24,20 @@ from annotation.store import StudyStore
 from app.settings import Settings
 from mascot.errors import MascotError
 
-STUDY_COLUMNS = ["study", "name", "status", "k", "items", "complete", "judgments", "annotators",
-                 "live holds", "too fast", "attention failed", "leaky items"]
+STUDY_COLUMNS = [
+    "study",
+    "name",
+    "status",
+    "k",
+    "items",
+    "complete",
+    "judgments",
+    "annotators",
+    "live holds",
+    "too fast",
+    "attention failed",
+    "leaky items",
+]
 
 
 def studies_table(store: StudyStore) -> pd.DataFrame:
@@ -33,9 +45,22 @@ def studies_table(store: StudyStore) -> pd.DataFrame:
     rows = []
     for s in store.list_studies():
         o = store.overview(study_id=s.id)
-        rows.append([s.id, s.name, "open" if s.is_open else "closed", s.annotators_per_item, o.items,
-                     o.complete_items, o.judgments, o.annotators, o.live_holds, o.too_fast,
-                     o.attention_failed, o.leak_items])
+        rows.append(
+            [
+                s.id,
+                s.name,
+                "open" if s.is_open else "closed",
+                s.annotators_per_item,
+                o.items,
+                o.complete_items,
+                o.judgments,
+                o.annotators,
+                o.live_holds,
+                o.too_fast,
+                o.attention_failed,
+                o.leak_items,
+            ]
+        )
     return pd.DataFrame(rows, columns=STUDY_COLUMNS)
 
 
@@ -44,32 +69,57 @@ def annotator_link(study_id: str | None, settings: Settings) -> str:
     if not study_id:
         return "Select a study to see its annotator link."
     base = f"http://{settings.host}:{settings.port}/annotate/"
-    return (f"**Annotator link:** `{base}?study={study_id}&annotator=ANNOTATOR_ID`\n\n"
-            f"**Prolific:** `{base}?study={study_id}&annotator={{{{%PROLIFIC_PID%}}}}`\n\n"
-            "Annotators who open the page without parameters can choose the study and type their ID.")
+    return (
+        f"**Annotator link:** `{base}?study={study_id}&annotator=ANNOTATOR_ID`\n\n"
+        f"**Prolific:** `{base}?study={study_id}&annotator={{{{%PROLIFIC_PID%}}}}`\n\n"
+        "Annotators who open the page without parameters can choose the study and type their ID."
+    )
 
 
 def _fail(exc: Exception) -> gr.Error:
     return gr.Error(str(exc))
 
 
-def create_study(store: StudyStore, study_id: str, name: str, instructions: str, k: float, attention_rate: float,
-                 min_seconds: float, hold_minutes: float, per_annotator: float | None, code: str) -> tuple[str, Any, Any]:
+def create_study(
+    store: StudyStore,
+    study_id: str,
+    name: str,
+    instructions: str,
+    k: float,
+    attention_rate: float,
+    min_seconds: float,
+    hold_minutes: float,
+    per_annotator: float | None,
+    code: str,
+) -> tuple[str, Any, Any]:
     """Create a study from the form; returns (message, studies table, study selector update)."""
     try:
-        config = store.create_study(config=StudyConfig(
-            id=(study_id or "").strip(), name=name.strip(), instructions=instructions.strip(),
-            annotators_per_item=int(k), attention_rate=float(attention_rate), min_seconds=float(min_seconds),
-            hold_minutes=float(hold_minutes), items_per_annotator=int(per_annotator) if per_annotator else None,
-            completion_code=code.strip() or None))
+        config = store.create_study(
+            config=StudyConfig(
+                id=(study_id or "").strip(),
+                name=name.strip(),
+                instructions=instructions.strip(),
+                annotators_per_item=int(k),
+                attention_rate=float(attention_rate),
+                min_seconds=float(min_seconds),
+                hold_minutes=float(hold_minutes),
+                items_per_annotator=int(per_annotator) if per_annotator else None,
+                completion_code=code.strip() or None,
+            )
+        )
     except MascotError as exc:
         raise _fail(exc) from exc
     ids = [s.id for s in store.list_studies()]
-    return (f"Created study `{config.id}`. Now import its pairs.", studies_table(store),
-            gr.update(choices=ids, value=config.id))
+    return (
+        f"Created study `{config.id}`. Now import its pairs.",
+        studies_table(store),
+        gr.update(choices=ids, value=config.id),
+    )
 
 
-def import_file(store: StudyStore, study_id: str | None, path: str | None, kind: str) -> tuple[str, pd.DataFrame]:
+def import_file(
+    store: StudyStore, study_id: str | None, path: str | None, kind: str
+) -> tuple[str, pd.DataFrame]:
     """Import an uploaded pairs JSONL (`kind="pairs"`) or judgments CSV (`kind="judgments"`)."""
     if not study_id or not path:
         raise gr.Error("Select a study and upload a file first.")
@@ -91,24 +141,33 @@ def set_open(store: StudyStore, study_id: str | None, is_open: bool) -> tuple[st
     return f"Study `{study_id}` is now {'open' if is_open else 'closed'}.", studies_table(store)
 
 
-def compute_stats(store: StudyStore, study_id: str | None, exclude_fast: bool, min_accuracy: float | None,
-                  out_dir: str) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, str, pd.DataFrame, str]:
+def compute_stats(
+    store: StudyStore, study_id: str | None, exclude_fast: bool, min_accuracy: float | None, out_dir: str
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, str, pd.DataFrame, str]:
     """(comparisons, Bradley-Terry, ratings, agreement markdown, annotator quality, chart PNG path)."""
     if not study_id:
         raise gr.Error("Select a study first.")
     try:
-        stats = study_stats(load_judgments(store, study_id=study_id, for_stats=True), exclude_fast=exclude_fast,
-                            min_attention_accuracy=min_accuracy or None)
+        stats = study_stats(
+            load_judgments(store, study_id=study_id, for_stats=True),
+            exclude_fast=exclude_fast,
+            min_attention_accuracy=min_accuracy or None,
+        )
     except MascotError as exc:
         raise _fail(exc) from exc
-    png = save_preference_chart(stats.comparisons, Path(out_dir) / f"{study_id}-preferences.png",
-                                title=f"Human preference ({study_id})")
+    png = save_preference_chart(
+        stats.comparisons,
+        Path(out_dir) / f"{study_id}-preferences.png",
+        title=f"Human preference ({study_id})",
+    )
     a, pb = stats.agreement, stats.position_bias
     fmt = lambda v: "n/a" if v is None or v != v else f"{v:.3f}"  # noqa: E731  (None/NaN safe)
-    notes = (f"**Agreement** over {a['items']} items with 2+ judgments: percent agreement {fmt(a['percent_agreement'])}, "
-             f"Cohen's κ {fmt(a['cohen_kappa'])}, Krippendorff's α {fmt(a['krippendorff_alpha'])}.\n\n"
-             f"**Position bias:** left response chosen in {fmt(pb['left_share'])} of {pb['n']} decisive votes "
-             f"(sign test p = {fmt(pb['p_value'])}).\n\n**Excluded:** {json.dumps(stats.excluded)}")
+    notes = (
+        f"**Agreement** over {a['items']} items with 2+ judgments: percent agreement {fmt(a['percent_agreement'])}, "
+        f"Cohen's κ {fmt(a['cohen_kappa'])}, Krippendorff's α {fmt(a['krippendorff_alpha'])}.\n\n"
+        f"**Position bias:** left response chosen in {fmt(pb['left_share'])} of {pb['n']} decisive votes "
+        f"(sign test p = {fmt(pb['p_value'])}).\n\n**Excluded:** {json.dumps(stats.excluded)}"
+    )
     bt = pd.DataFrame([r.__dict__ for r in stats.bradley_terry])
     ratings = pd.DataFrame([r.__dict__ for r in stats.ratings])
     return stats.table(), bt, ratings, notes, stats.quality, str(png)
@@ -145,7 +204,9 @@ def render_studies_tab(settings: Settings, *, store: StudyStore | None = None) -
     with gr.Row():
         study = gr.Dropdown(ids, value=ids[0] if ids else None, label="Study", scale=3)
         refresh = gr.Button("Refresh", scale=1)
-    table = gr.Dataframe(lambda: studies_table(store), label="Studies", interactive=False)  # fresh on each load
+    table = gr.Dataframe(
+        lambda: studies_table(store), label="Studies", interactive=False
+    )  # fresh on each load
     link = gr.Markdown(annotator_link(ids[0] if ids else None, settings))
     message = gr.Markdown("")
     with gr.Row():
@@ -172,7 +233,12 @@ def render_studies_tab(settings: Settings, *, store: StudyStore | None = None) -
     with gr.Accordion("Statistics", open=True):
         with gr.Row():
             exclude_fast = gr.Checkbox(label="Exclude too-fast votes")
-            min_acc = gr.Number(None, label="Drop annotators below attention accuracy (0-1; 0 = keep all)", minimum=0, maximum=1)
+            min_acc = gr.Number(
+                None,
+                label="Drop annotators below attention accuracy (0-1; 0 = keep all)",
+                minimum=0,
+                maximum=1,
+            )
             stats_btn = gr.Button("Compute statistics", variant="primary")
         comp = gr.Dataframe(label="Pairwise preferences (two-sided sign test, ties excluded; Holm-adjusted)")
         chart = gr.Image(label="Preference chart (Figure 7 style)", type="filepath", interactive=False)
@@ -192,12 +258,20 @@ def render_studies_tab(settings: Settings, *, store: StudyStore | None = None) -
 
     refresh.click(refresh_all, [study], [study, table, link])
     study.change(lambda s: annotator_link(s, settings), [study], [link])
-    create_btn.click(lambda *a: create_study(store, *a), [new_id, new_name, instructions, k, rate, min_s, hold, per, code],
-                     [message, table, study])
+    create_btn.click(
+        lambda *a: create_study(store, *a),
+        [new_id, new_name, instructions, k, rate, min_s, hold, per, code],
+        [message, table, study],
+    )
     pairs_btn.click(lambda s, p: import_file(store, s, p, "pairs"), [study, pairs_file], [message, table])
-    judg_btn.click(lambda s, p: import_file(store, s, p, "judgments"), [study, judgments_file], [message, table])
+    judg_btn.click(
+        lambda s, p: import_file(store, s, p, "judgments"), [study, judgments_file], [message, table]
+    )
     open_btn.click(lambda s: set_open(store, s, True), [study], [message, table])
     close_btn.click(lambda s: set_open(store, s, False), [study], [message, table])
-    stats_btn.click(lambda s, f, m: compute_stats(store, s, f, m, out_dir), [study, exclude_fast, min_acc],
-                    [comp, bt, ratings, notes, quality, chart])
+    stats_btn.click(
+        lambda s, f, m: compute_stats(store, s, f, m, out_dir),
+        [study, exclude_fast, min_acc],
+        [comp, bt, ratings, notes, quality, chart],
+    )
     export_btn.click(lambda s: build_exports(store, s, out_dir), [study], [files])

@@ -39,13 +39,29 @@ BASELINES = ("Few-Shot CoT", "Zero-Shot CoT", "MultiAgentESC")
 def _pairs_file(path: Path, n_items: int) -> Path:
     with open(path, "w", encoding="utf-8") as fh:
         for n in range(n_items):
-            fh.write(json.dumps({
-                "id": f"i{n}", "context": f"Scenario {n}: the seeker lost their job.",
-                "a": {"system": "MASCOT", "dialogue": [{"speaker": "User", "text": "I feel lost."},
-                                                       {"speaker": "Listener", "text": "That sounds hard. " * 20}]},
-                "b": {"system": BASELINES[n % 3], "dialogue": [{"speaker": "User", "text": "I feel lost."},
-                                                               {"speaker": "Assistant", "text": "Sorry. " * 30}]},
-            }) + "\n")
+            fh.write(
+                json.dumps(
+                    {
+                        "id": f"i{n}",
+                        "context": f"Scenario {n}: the seeker lost their job.",
+                        "a": {
+                            "system": "MASCOT",
+                            "dialogue": [
+                                {"speaker": "User", "text": "I feel lost."},
+                                {"speaker": "Listener", "text": "That sounds hard. " * 20},
+                            ],
+                        },
+                        "b": {
+                            "system": BASELINES[n % 3],
+                            "dialogue": [
+                                {"speaker": "User", "text": "I feel lost."},
+                                {"speaker": "Assistant", "text": "Sorry. " * 30},
+                            ],
+                        },
+                    }
+                )
+                + "\n"
+            )
     return path
 
 
@@ -79,7 +95,10 @@ def throughput(folder: Path, writers: int, mode: str, seconds: float, n_items: i
     if mode == "threads":
         counts: list[int] = []
         t0 = time.perf_counter()
-        threads = [threading.Thread(target=_work, args=(store, f"w{n}", t0 + seconds, counts)) for n in range(writers)]
+        threads = [
+            threading.Thread(target=_work, args=(store, f"w{n}", t0 + seconds, counts))
+            for n in range(writers)
+        ]
         for t in threads:
             t.start()
         for t in threads:
@@ -90,7 +109,9 @@ def throughput(folder: Path, writers: int, mode: str, seconds: float, n_items: i
         ctx = mp.get_context("fork")
         queue: mp.Queue = ctx.Queue()
         start = time.time() + 1.0
-        procs = [ctx.Process(target=_process, args=(url, f"w{n}", start, seconds, queue)) for n in range(writers)]
+        procs = [
+            ctx.Process(target=_process, args=(url, f"w{n}", start, seconds, queue)) for n in range(writers)
+        ]
         for p in procs:
             p.start()
         results = [queue.get(timeout=seconds + 120) for _ in procs]
@@ -100,8 +121,13 @@ def throughput(folder: Path, writers: int, mode: str, seconds: float, n_items: i
     stored = len(load_judgments(store, study_id="bench"))
     assert stored == total, f"lost judgments: {total} submitted, {stored} stored"
     store.close()
-    return {"writers": writers, "mode": mode, "judgments": total, "seconds": round(wall, 2),
-            "judgments_per_s": round(total / wall, 1)}
+    return {
+        "writers": writers,
+        "mode": mode,
+        "judgments": total,
+        "seconds": round(wall, 2),
+        "judgments_per_s": round(total / wall, 1),
+    }
 
 
 def seed_judgments(store: StudyStore, n: int) -> None:
@@ -110,37 +136,82 @@ def seed_judgments(store: StudyStore, n: int) -> None:
     now = utcnow()
     store.create_study(config=StudyConfig(id="big", annotators_per_item=2))
     with store.engine.begin() as conn:
-        conn.execute(insert(System), [{"id": i + 1, "study_id": "big", "name": s}
-                                      for i, s in enumerate(("MASCOT",) + BASELINES)])
-        conn.execute(insert(Annotator), [{"id": a + 1, "study_id": "big", "external_id": f"u{a}", "created_at": now}
-                                         for a in range(40)])
+        conn.execute(
+            insert(System),
+            [{"id": i + 1, "study_id": "big", "name": s} for i, s in enumerate(("MASCOT",) + BASELINES)],
+        )
+        conn.execute(
+            insert(Annotator),
+            [{"id": a + 1, "study_id": "big", "external_id": f"u{a}", "created_at": now} for a in range(40)],
+        )
         turns = json.dumps([{"speaker": "User", "text": "hi"}, {"speaker": "Listener", "text": "hello"}])
-        conn.execute(insert(Item), [{"id": i + 1, "study_id": "big", "external_id": f"i{i}", "context": "c",
-                                     "system_a_id": 1, "system_b_id": 2 + i % 3, "dialogue_a": turns,
-                                     "dialogue_b": turns, "is_attention": False, "leak_terms": "", "meta": "{}"}
-                                    for i in range(n // 2)])
+        conn.execute(
+            insert(Item),
+            [
+                {
+                    "id": i + 1,
+                    "study_id": "big",
+                    "external_id": f"i{i}",
+                    "context": "c",
+                    "system_a_id": 1,
+                    "system_b_id": 2 + i % 3,
+                    "dialogue_a": turns,
+                    "dialogue_b": turns,
+                    "is_attention": False,
+                    "leak_terms": "",
+                    "meta": "{}",
+                }
+                for i in range(n // 2)
+            ],
+        )
         assignments, judgments = [], []
         for j in range(n):
             item, annotator = j // 2 + 1, (j % 2) + 2 * ((j // 2) % 20) + 1
             choice = rng.choices(("a", "b", "tie", "both_bad"), (0.62, 0.3, 0.05, 0.03))[0]
             a_left = rng.random() < 0.5
-            assignments.append({"id": j + 1, "token": secrets.token_hex(16), "study_id": "big", "item_id": item,
-                                "annotator_id": annotator, "a_on_left": a_left, "status": "done",
-                                "served_at": now, "expires_at": now + timedelta(minutes=30)})
+            assignments.append(
+                {
+                    "id": j + 1,
+                    "token": secrets.token_hex(16),
+                    "study_id": "big",
+                    "item_id": item,
+                    "annotator_id": annotator,
+                    "a_on_left": a_left,
+                    "status": "done",
+                    "served_at": now,
+                    "expires_at": now + timedelta(minutes=30),
+                }
+            )
             r = [rng.randint(1, 5) for _ in range(6)]
-            judgments.append({"assignment_id": j + 1, "study_id": "big", "item_id": item, "annotator_id": annotator,
-                              "choice": choice, "winner_system_id": {"a": 1, "b": 2 + (item - 1) % 3}.get(choice),
-                              "left_system_id": 1 if a_left else 2 + (item - 1) % 3,
-                              "helpfulness_a": r[0], "helpfulness_b": r[1], "emotional_appropriateness_a": r[2],
-                              "emotional_appropriateness_b": r[3], "perceived_safety_a": r[4],
-                              "perceived_safety_b": r[5], "comment": "", "seconds": rng.uniform(5, 90),
-                              "too_fast": False, "attention_passed": None, "source": "import", "created_at": now})
+            judgments.append(
+                {
+                    "assignment_id": j + 1,
+                    "study_id": "big",
+                    "item_id": item,
+                    "annotator_id": annotator,
+                    "choice": choice,
+                    "winner_system_id": {"a": 1, "b": 2 + (item - 1) % 3}.get(choice),
+                    "left_system_id": 1 if a_left else 2 + (item - 1) % 3,
+                    "helpfulness_a": r[0],
+                    "helpfulness_b": r[1],
+                    "emotional_appropriateness_a": r[2],
+                    "emotional_appropriateness_b": r[3],
+                    "perceived_safety_a": r[4],
+                    "perceived_safety_b": r[5],
+                    "comment": "",
+                    "seconds": rng.uniform(5, 90),
+                    "too_fast": False,
+                    "attention_passed": None,
+                    "source": "import",
+                    "created_at": now,
+                }
+            )
         conn.execute(insert(Assignment), assignments)
         conn.execute(insert(Judgment), judgments)
 
 
 def stats_time(folder: Path, n: int) -> dict[str, float]:
-    """Seconds for what `python -m annotation stats` does on n judgments: load from SQLite + all statistics."""
+    """Seconds for what `python -m annotation stats` does on n judgments: load from SQLite + statistics."""
     store = StudyStore(f"sqlite:///{folder / 'stats.db'}")
     seed_judgments(store, n)
     t0 = time.perf_counter()
@@ -150,13 +221,20 @@ def stats_time(folder: Path, n: int) -> dict[str, float]:
     t2 = time.perf_counter()
     assert len(frame) == n and len(stats.comparisons) == 3
     store.close()
-    return {"judgments": n, "load_s": round(t1 - t0, 3), "compute_s": round(t2 - t1, 3), "total_s": round(t2 - t0, 3)}
+    return {
+        "judgments": n,
+        "load_s": round(t1 - t0, 3),
+        "compute_s": round(t2 - t1, 3),
+        "total_s": round(t2 - t0, 3),
+    }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--writers", type=int, nargs="+", default=[1, 4, 16])
-    parser.add_argument("--modes", nargs="+", choices=("threads", "processes"), default=["threads", "processes"])
+    parser.add_argument(
+        "--modes", nargs="+", choices=("threads", "processes"), default=["threads", "processes"]
+    )
     parser.add_argument("--seconds", type=float, default=5.0, help="duration of each throughput run")
     parser.add_argument("--items", type=int, default=3000, help="pairs in the throughput study (k=2)")
     parser.add_argument("--stats-judgments", type=int, default=100_000)
@@ -168,9 +246,13 @@ def main() -> None:
         stats = stats_time(folder, args.stats_judgments)
     print(f"{'mode':<10} {'writers':>7} {'judgments':>9} {'seconds':>8} {'judgments/s':>12}")
     for r in rows:
-        print(f"{r['mode']:<10} {r['writers']:>7} {r['judgments']:>9} {r['seconds']:>8} {r['judgments_per_s']:>12}")
-    print(f"\nstats on {stats['judgments']:,} judgments: load {stats['load_s']} s + compute {stats['compute_s']} s "
-          f"= {stats['total_s']} s (target < 2 s)")
+        print(
+            f"{r['mode']:<10} {r['writers']:>7} {r['judgments']:>9} {r['seconds']:>8} {r['judgments_per_s']:>12}"
+        )
+    print(
+        f"\nstats on {stats['judgments']:,} judgments: load {stats['load_s']} s + compute {stats['compute_s']} s "
+        f"= {stats['total_s']} s (target < 2 s)"
+    )
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps({"throughput": rows, "stats": stats}, indent=2))

@@ -27,16 +27,33 @@ class FakeClock:
         self.now += timedelta(**delta)
 
 
-def pair_line(item_id: str, a: str = SYSTEMS[0], b: str = SYSTEMS[1], *, check: str | None = None,
-              text_a: str | None = None, text_b: str | None = None) -> dict:
+def pair_line(
+    item_id: str,
+    a: str = SYSTEMS[0],
+    b: str = SYSTEMS[1],
+    *,
+    check: str | None = None,
+    text_a: str | None = None,
+    text_b: str | None = None,
+) -> dict:
     """One pairs-file object; dialogues carry side-specific text so tests can tell sides apart."""
     line = {
         "id": item_id,
         "context": f"Seeker feels anxious about exams ({item_id}).",
-        "a": {"system": a, "dialogue": [{"speaker": "User", "text": f"help {item_id}"},
-                                        {"speaker": "Listener", "text": text_a or f"side-a reply {item_id}"}]},
-        "b": {"system": b, "dialogue": [{"speaker": "User", "text": f"help {item_id}"},
-                                        {"speaker": "Assistant", "text": text_b or f"side-b reply {item_id}"}]},
+        "a": {
+            "system": a,
+            "dialogue": [
+                {"speaker": "User", "text": f"help {item_id}"},
+                {"speaker": "Listener", "text": text_a or f"side-a reply {item_id}"},
+            ],
+        },
+        "b": {
+            "system": b,
+            "dialogue": [
+                {"speaker": "User", "text": f"help {item_id}"},
+                {"speaker": "Assistant", "text": text_b or f"side-b reply {item_id}"},
+            ],
+        },
     }
     if check is not None:
         line.update(attention_check=True, expected=check)
@@ -53,8 +70,15 @@ def make_store(tmp_path: Path, clock: FakeClock | None = None, name: str = "anno
     return StudyStore(url, clock=clock) if clock else StudyStore(url)
 
 
-def seed_study(store: StudyStore, tmp_path: Path, *, study_id: str = "s1", n_items: int = 4,
-               checks: int = 0, **config: object) -> list[str]:
+def seed_study(
+    store: StudyStore,
+    tmp_path: Path,
+    *,
+    study_id: str = "s1",
+    n_items: int = 4,
+    checks: int = 0,
+    **config: object,
+) -> list[str]:
     """Create a study with `n_items` ordinary pairs (+ `checks` attention items expecting 'a')."""
     store.create_study(config=StudyConfig(id=study_id, **config))  # type: ignore[arg-type]
     rows = [pair_line(f"i{n}") for n in range(n_items)]

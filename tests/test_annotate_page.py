@@ -42,7 +42,11 @@ def request(**params):
 def test_url_parameters_start_a_blind_task(store):
     out = on_load(store, C, request(study="s1", annotator="P1"))
     assert visible(out["task"]) and not visible(out["login"])
-    assert out["state"]["study"] == "s1" and out["state"]["annotator"] == "P1" and len(out["state"]["token"]) == 32
+    assert (
+        out["state"]["study"] == "s1"
+        and out["state"]["annotator"] == "P1"
+        and len(out["state"]["token"]) == 32
+    )
     assert "0 / 3" in out["progress"] and out["instructions"] == "Pick the kinder reply."
     assert out["chat_a"][0] == {"role": "user", "content": "help " + out["chat_a"][0]["content"].split()[-1]}
     assert out["chat_a"][1]["content"].startswith(("**Listener:**", "**Assistant:**"))
@@ -68,7 +72,9 @@ def test_vote_records_the_system_shown_and_moves_on(store):
     ratings = ["5", "2", None, None, "4", "4"]  # helpfulness A=5 B=2, safety A=4 B=4
     nxt = vote(store, C, "A", out["state"], ratings, "clear winner")
     assert "1 / 3" in nxt["progress"] and nxt["status"] == "✓ Saved." and nxt["comment"] == ""
-    assert all(nxt[k] is None for k in COMPONENT_NAMES if k.endswith(("_a", "_b")) and k not in ("chat_a", "chat_b"))
+    assert all(
+        nxt[k] is None for k in COMPONENT_NAMES if k.endswith(("_a", "_b")) and k not in ("chat_a", "chat_b")
+    )
     row = load_judgments(store, study_id="s1").iloc[0]
     expected = "MASCOT" if "side-a reply" in left_text else "Few-Shot CoT"
     assert row.winner == expected and row.left_system == expected and row.comment == "clear winner"
@@ -90,7 +96,11 @@ def test_double_click_records_once(store):
 def test_reload_resumes_the_same_task(store):
     first = on_load(store, C, request(study="s1", annotator="P1"))
     again = on_load(store, C, request(study="s1", annotator="P1"))
-    assert (again["chat_a"], again["chat_b"], again["state"]) == (first["chat_a"], first["chat_b"], first["state"])
+    assert (again["chat_a"], again["chat_b"], again["state"]) == (
+        first["chat_a"],
+        first["chat_b"],
+        first["state"],
+    )
 
 
 def test_finish_screen_with_completion_code(store):
@@ -113,8 +123,11 @@ def test_chat_messages_put_the_seeker_on_the_user_side():
     from annotation.schemas import Turn
 
     msgs = chat_messages((Turn("Seeker", "hi"), Turn("Empath", "hello"), Turn("", "plain")))
-    assert msgs == [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "**Empath:** hello"},
-                    {"role": "assistant", "content": "plain"}]
+    assert msgs == [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": "**Empath:** hello"},
+        {"role": "assistant", "content": "plain"},
+    ]
 
 
 def test_built_page_config_holds_no_system_names(store, tmp_path):

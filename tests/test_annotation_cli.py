@@ -42,7 +42,9 @@ def paper_judgments(path: Path) -> Path:
 
 def test_full_cli_flow(db, tmp_path, capsys):
     assert run(db, "create-study", "--study", "ed", "--name", "ED study", "--completion-code", "OK1")[0] == 0
-    pairs = [pair_line(f"{b}-{i}", "MASCOT", b) for b in ("Few-Shot CoT", "MultiAgentESC") for i in range(100)]
+    pairs = [
+        pair_line(f"{b}-{i}", "MASCOT", b) for b in ("Few-Shot CoT", "MultiAgentESC") for i in range(100)
+    ]
     code, out = run(db, "import-pairs", str(write_jsonl(tmp_path / "pairs.jsonl", pairs)))
     assert code == 0 and "Imported 200 pairs into 'ed'" in out
     code, out = run(db, "import-judgments", str(paper_judgments(tmp_path / "j.csv")))
@@ -93,8 +95,21 @@ def test_user_errors_are_one_line_with_exit_2(db, tmp_path, capsys):
 def test_module_entry_point_prints_no_traceback(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     proc = subprocess.run(
-        [sys.executable, "-m", "annotation", "--db", f"sqlite:///{tmp_path / 'x.db'}", "create-study", "--study", "bad id"],
-        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60,
+        [
+            sys.executable,
+            "-m",
+            "annotation",
+            "--db",
+            f"sqlite:///{tmp_path / 'x.db'}",
+            "create-study",
+            "--study",
+            "bad id",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=60,
     )
     assert proc.returncode == 2
     assert proc.stderr.startswith("error: Invalid study id 'bad id'") and "Traceback" not in proc.stderr

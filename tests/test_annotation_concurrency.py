@@ -22,7 +22,9 @@ from tests.annotation_fixtures import make_store, seed_study
 WRITERS = 16
 
 
-def _drain(store: StudyStore, annotator: str, results: list, barrier: threading.Barrier | None = None) -> None:
+def _drain(
+    store: StudyStore, annotator: str, results: list, barrier: threading.Barrier | None = None
+) -> None:
     if barrier is not None:
         barrier.wait()
     while isinstance(task := store.next_task(study_id="s1", annotator=annotator), Task):
@@ -34,7 +36,9 @@ def test_16_threads_share_one_store_without_loss_or_duplicates(tmp_path):
     seed_study(store, tmp_path, n_items=40, annotators_per_item=2)
     results: list = []
     barrier = threading.Barrier(WRITERS)
-    threads = [threading.Thread(target=_drain, args=(store, f"p{n}", results, barrier)) for n in range(WRITERS)]
+    threads = [
+        threading.Thread(target=_drain, args=(store, f"p{n}", results, barrier)) for n in range(WRITERS)
+    ]
     for t in threads:
         t.start()
     for t in threads:
@@ -84,7 +88,10 @@ def test_16_writers_across_processes(tmp_path):
     url = f"sqlite:///{tmp_path / 'annotation.db'}"
     ctx = mp.get_context("fork")
     start = time.time() + 1.0
-    procs = [ctx.Process(target=_process_writer, args=(url, [f"w{n}a", f"w{n}b"], start)) for n in range(WRITERS // 2)]
+    procs = [
+        ctx.Process(target=_process_writer, args=(url, [f"w{n}a", f"w{n}b"], start))
+        for n in range(WRITERS // 2)
+    ]
     for p in procs:
         p.start()
     for p in procs:
@@ -117,7 +124,8 @@ def _check_consistent(db: Path) -> int:
         # A judgment and its assignment's "done" status are written in one transaction: both or neither.
         orphans = raw.execute(
             "SELECT count(*) FROM assignments a LEFT JOIN judgments j ON j.assignment_id = a.id "
-            "WHERE (a.status = 'done') != (j.id IS NOT NULL)").fetchone()[0]
+            "WHERE (a.status = 'done') != (j.id IS NOT NULL)"
+        ).fetchone()[0]
         assert orphans == 0
         # The per-item judgment counter moves in the same transaction as the judgment itself.
         drift = raw.execute(

@@ -81,7 +81,9 @@ def paper_frame():
     for baseline, wins in (("Few-Shot CoT", 138), ("MultiAgentESC", 137)):
         for n in range(200):
             item = f"{baseline}-{n // 2}"
-            rows.append((item, f"ann{n % 2}", "MASCOT", baseline, "a" if n < wins else "b", "a" if n % 3 else "b"))
+            rows.append(
+                (item, f"ann{n % 2}", "MASCOT", baseline, "a" if n < wins else "b", "a" if n % 3 else "b")
+            )
     return frame_from(rows)
 
 
@@ -130,8 +132,12 @@ def test_cohen_kappa_and_krippendorff_reference_values():
     assert cohen_kappa(list("aabb"), list("aaba")) == pytest.approx(0.5)
     # Krippendorff (2011), "Computing Krippendorff's alpha-reliability", the 4-coder 12-unit example.
     n = None
-    coders = [[1, 2, 3, 3, 2, 1, 4, 1, 2, n, n, n], [1, 2, 3, 3, 2, 2, 4, 1, 2, 5, n, 3],
-              [n, 3, 3, 3, 2, 3, 4, 2, 2, 5, 1, n], [1, 2, 3, 3, 2, 4, 4, 1, 2, 5, 1, n]]
+    coders = [
+        [1, 2, 3, 3, 2, 1, 4, 1, 2, n, n, n],
+        [1, 2, 3, 3, 2, 2, 4, 1, 2, 5, n, 3],
+        [n, 3, 3, 3, 2, 3, 4, 2, 2, 5, 1, n],
+        [1, 2, 3, 3, 2, 4, 4, 1, 2, 5, 1, n],
+    ]
     units = [[c[u] for c in coders] for u in range(12)]
     assert krippendorff_alpha(units) == pytest.approx(0.743, abs=5e-4)
     assert krippendorff_alpha(units, level="interval") == pytest.approx(0.849, abs=5e-4)
@@ -139,17 +145,26 @@ def test_cohen_kappa_and_krippendorff_reference_values():
 
 
 def test_agreement_summary_uses_item_orientation():
-    rows = [("i1", "u1", "X", "Y", "a", "a"), ("i1", "u2", "X", "Y", "a", "b"),
-            ("i2", "u1", "X", "Y", "b", "a"), ("i2", "u2", "X", "Y", "a", "a"),
-            ("i3", "u1", "X", "Y", "tie", "a"), ("i3", "u2", "X", "Y", "tie", "b")]
+    rows = [
+        ("i1", "u1", "X", "Y", "a", "a"),
+        ("i1", "u2", "X", "Y", "a", "b"),
+        ("i2", "u1", "X", "Y", "b", "a"),
+        ("i2", "u2", "X", "Y", "a", "a"),
+        ("i3", "u1", "X", "Y", "tie", "a"),
+        ("i3", "u2", "X", "Y", "tie", "b"),
+    ]
     summary = agreement_summary(frame_from(rows))
     assert summary["items"] == 3 and summary["percent_agreement"] == pytest.approx(2 / 3)
     assert summary["cohen_kappa"] == pytest.approx(cohen_kappa(["a", "b", "tie"], ["a", "a", "tie"]))
-    assert summary["krippendorff_alpha"] == pytest.approx(krippendorff_alpha([["a", "a"], ["b", "a"], ["tie", "tie"]]))
+    assert summary["krippendorff_alpha"] == pytest.approx(
+        krippendorff_alpha([["a", "a"], ["b", "a"], ["tie", "tie"]])
+    )
 
 
 def test_rating_wilcoxon_pairs_by_system():
-    rows = [(f"i{n}", "u", "X", "Y", "a", "a") if n % 2 else (f"i{n}", "u", "Y", "X", "b", "a") for n in range(12)]
+    rows = [
+        (f"i{n}", "u", "X", "Y", "a", "a") if n % 2 else (f"i{n}", "u", "Y", "X", "b", "a") for n in range(12)
+    ]
     df = frame_from(rows)
     x_scores = [5, 4, 5, 4, 5, 3, 4, 5, 4, 5, 4, 4]
     y_scores = [3, 2, 4, 4, 2, 3, 1, 2, 3, 3, 2, 1]
@@ -197,9 +212,18 @@ def test_stats_on_100k_judgments_is_fast():
     n = 100_000
     systems = np.array(["MASCOT", "CoT", "Zero", "SFT"])
     b = systems[rng.integers(1, 4, n)]
-    df = frame_from(list(zip([f"i{i // 2}" for i in range(n)], [f"u{i % 40}" for i in range(n)],
-                             ["MASCOT"] * n, b, rng.choice(["a", "b", "tie", "both_bad"], n, p=[.6, .3, .07, .03]),
-                             rng.choice(["a", "b"], n))))
+    df = frame_from(
+        list(
+            zip(
+                [f"i{i // 2}" for i in range(n)],
+                [f"u{i % 40}" for i in range(n)],
+                ["MASCOT"] * n,
+                b,
+                rng.choice(["a", "b", "tie", "both_bad"], n, p=[0.6, 0.3, 0.07, 0.03]),
+                rng.choice(["a", "b"], n),
+            )
+        )
+    )
     start = time.perf_counter()
     stats = study_stats(df)
     assert time.perf_counter() - start < 2.0

@@ -36,18 +36,38 @@ def test_upgrade_from_first_revision_keeps_and_backfills_data(tmp_path):
     engine = make_engine(url)
     migrate(engine, "0001")
     with engine.begin() as conn:
-        conn.execute(text("INSERT INTO studies (id, name, instructions, annotators_per_item, attention_rate, "
-                          "min_seconds, hold_minutes, order_secret, is_open, created_at) VALUES "
-                          "('old', 'old', '', 2, 0, 0, 30, 'k', 1, '2025-01-01')"))
+        conn.execute(
+            text(
+                "INSERT INTO studies (id, name, instructions, annotators_per_item, attention_rate, "
+                "min_seconds, hold_minutes, order_secret, is_open, created_at) VALUES "
+                "('old', 'old', '', 2, 0, 0, 30, 'k', 1, '2025-01-01')"
+            )
+        )
         conn.execute(text("INSERT INTO systems (id, study_id, name) VALUES (1, 'old', 'X'), (2, 'old', 'Y')"))
-        conn.execute(text("INSERT INTO items (id, study_id, external_id, context, system_a_id, system_b_id, "
-                          "dialogue_a, dialogue_b, is_attention, leak_terms, meta) VALUES "
-                          "(1, 'old', 'i1', '', 1, 2, '[]', '[]', 0, '', '{}')"))
-        conn.execute(text("INSERT INTO annotators (id, study_id, external_id, created_at) VALUES (1, 'old', 'u', '2025-01-01')"))
-        conn.execute(text("INSERT INTO assignments (id, token, study_id, item_id, annotator_id, status, served_at, "
-                          "expires_at) VALUES (1, 't', 'old', 1, 1, 'done', '2025-01-01', '2025-01-01')"))
-        conn.execute(text("INSERT INTO judgments (assignment_id, study_id, item_id, annotator_id, choice, comment, "
-                          "too_fast, source, created_at) VALUES (1, 'old', 1, 1, 'a', '', 0, 'app', '2025-01-01')"))
+        conn.execute(
+            text(
+                "INSERT INTO items (id, study_id, external_id, context, system_a_id, system_b_id, "
+                "dialogue_a, dialogue_b, is_attention, leak_terms, meta) VALUES "
+                "(1, 'old', 'i1', '', 1, 2, '[]', '[]', 0, '', '{}')"
+            )
+        )
+        conn.execute(
+            text(
+                "INSERT INTO annotators (id, study_id, external_id, created_at) VALUES (1, 'old', 'u', '2025-01-01')"
+            )
+        )
+        conn.execute(
+            text(
+                "INSERT INTO assignments (id, token, study_id, item_id, annotator_id, status, served_at, "
+                "expires_at) VALUES (1, 't', 'old', 1, 1, 'done', '2025-01-01', '2025-01-01')"
+            )
+        )
+        conn.execute(
+            text(
+                "INSERT INTO judgments (assignment_id, study_id, item_id, annotator_id, choice, comment, "
+                "too_fast, source, created_at) VALUES (1, 'old', 1, 1, 'a', '', 0, 'app', '2025-01-01')"
+            )
+        )
     engine.dispose()
     store = StudyStore(url)  # opening migrates to head
     with store.engine.connect() as conn:
@@ -142,7 +162,9 @@ def test_timing_flag_and_attention_checks(tmp_path):
         picked_left = any("Please pick this response." in t.text for t in task.left)
         # Answer checks wrongly the first time, correctly the second.
         wrong = is_check and not any(r[0] for r in results)
-        choice = ("B" if picked_left else "A") if wrong else ("A" if picked_left else "B") if is_check else "tie"
+        choice = (
+            ("B" if picked_left else "A") if wrong else ("A" if picked_left else "B") if is_check else "tie"
+        )
         results.append((is_check, store.submit(token=task.token, choice=choice)))
     checks = [r for is_check, r in results if is_check]
     assert len(checks) == 2, "with rate 0.5 half of the tasks are attention checks"
@@ -194,6 +216,8 @@ def test_cascade_and_constraints_hold_in_sqlite(tmp_path):
     with sqlite3.connect(path) as raw:
         raw.execute("PRAGMA foreign_keys = ON")
         with pytest.raises(sqlite3.IntegrityError):
-            raw.execute("INSERT INTO items (study_id, external_id, context, system_a_id, system_b_id, dialogue_a,"
-                        " dialogue_b, is_attention, leak_terms, meta) VALUES ('missing', 'x', '', 1, 2, '[]', '[]',"
-                        " 0, '', '{}')")
+            raw.execute(
+                "INSERT INTO items (study_id, external_id, context, system_a_id, system_b_id, dialogue_a,"
+                " dialogue_b, is_attention, leak_terms, meta) VALUES ('missing', 'x', '', 1, 2, '[]', '[]',"
+                " 0, '', '{}')"
+            )

@@ -34,7 +34,9 @@ def test_create_import_vote_and_analyse(store, tmp_path):
     msg, table = import_file(store, "ed-1", str(pairs), "pairs")
     assert "Imported **8** pairs" in msg and table["items"].iloc[0] == 8
     judgments = tmp_path / "j.csv"
-    judgments.write_text("item_id,annotator,choice\n" + "".join(f"i{n},u1,MASCOT\n" for n in range(7)) + "i7,u1,tie\n")
+    judgments.write_text(
+        "item_id,annotator,choice\n" + "".join(f"i{n},u1,MASCOT\n" for n in range(7)) + "i7,u1,tie\n"
+    )
     msg, table = import_file(store, "ed-1", str(judgments), "judgments")
     assert "Imported **8** judgments" in msg and table.complete.iloc[0] == 8
 
@@ -47,8 +49,13 @@ def test_create_import_vote_and_analyse(store, tmp_path):
 
     files = build_exports(store, "ed-1", str(tmp_path / "out"))
     names = sorted(Path(f).name for f in files)
-    assert names == ["ed-1-judgments.csv", "ed-1-judgments.jsonl", "ed-1-preferences.jsonl",
-                     "ed-1-preferences.png", "ed-1-stats.json"]
+    assert names == [
+        "ed-1-judgments.csv",
+        "ed-1-judgments.jsonl",
+        "ed-1-preferences.jsonl",
+        "ed-1-preferences.png",
+        "ed-1-stats.json",
+    ]
     stats = json.loads(Path(next(f for f in files if f.endswith("stats.json"))).read_text())
     assert stats["comparisons"][0]["wins"] == 7
 

@@ -48,12 +48,20 @@ class Recorder:
 def server(tmp_path):
     """The annotate page mounted at /annotate of a FastAPI app (as the main server does), seeded."""
     store = make_store(tmp_path)
-    store.create_study(config=StudyConfig(id="study1", name="MASCOT vs Few-Shot CoT (internal name)",
-                                          instructions="Which reply is more supportive?", completion_code="XYZ-1"))
+    store.create_study(
+        config=StudyConfig(
+            id="study1",
+            name="MASCOT vs Few-Shot CoT (internal name)",
+            instructions="Which reply is more supportive?",
+            completion_code="XYZ-1",
+        )
+    )
     rows = [pair_line(f"item{n}", *SYSTEMS) for n in range(3)]
     import_pairs(store, study_id="study1", path=write_jsonl(tmp_path / "pairs.jsonl", rows))
     app = FastAPI()
-    app = gr.mount_gradio_app(app, build_annotate_page(Settings(data_dir=str(tmp_path)), store=store), path="/annotate")
+    app = gr.mount_gradio_app(
+        app, build_annotate_page(Settings(data_dir=str(tmp_path)), store=store), path="/annotate"
+    )
     recorder = Recorder(app)
     port = free_port()
     srv, thread = run_uvicorn(recorder, port)
@@ -64,7 +72,9 @@ def server(tmp_path):
 
 def assert_no_leak(text: str, where: str) -> None:
     match = LEAK.search(text)
-    assert match is None, f"system name {match.group()!r} leaked in {where}: ...{text[max(0, match.start() - 80):match.end() + 80]}..."
+    assert match is None, (
+        f"system name {match.group()!r} leaked in {where}: ...{text[max(0, match.start() - 80) : match.end() + 80]}..."
+    )
 
 
 def left_side(page) -> str:
@@ -104,7 +114,9 @@ def test_annotator_votes_blind_by_url(server, browser):
     page.reload()
     page.wait_for_selector("text=1 / 3", timeout=30_000)
     assert left_side(page) == second_left
-    assert re.findall(r"side-[ab] reply item\d", page.inner_text("body")) == re.findall(r"side-[ab] reply item\d", before)
+    assert re.findall(r"side-[ab] reply item\d", page.inner_text("body")) == re.findall(
+        r"side-[ab] reply item\d", before
+    )
 
     # Vote 2 with the keyboard: "2" = B is better.
     page.click("h1")  # focus the page, not a text box

@@ -19,7 +19,9 @@ depends_on = None
 def upgrade() -> None:
     # Plain ADD COLUMN (no table rebuild): SQLite supports it with a constant default.
     op.add_column("items", sa.Column("n_done", sa.Integer(), server_default="0", nullable=False))
-    op.execute("UPDATE items SET n_done = (SELECT count(*) FROM judgments WHERE judgments.item_id = items.id)")
+    op.execute(
+        "UPDATE items SET n_done = (SELECT count(*) FROM judgments WHERE judgments.item_id = items.id)"
+    )
     op.drop_index("ix_items_study_attention", table_name="items")
     op.create_index("ix_items_study_attention_done", "items", ["study_id", "is_attention", "n_done"])
     op.create_index(
