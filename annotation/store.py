@@ -19,14 +19,12 @@ from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from annotation import assignment as assign
-from annotation.blind import blind_task, item_choice, side_ratings
+from annotation.blind import blind_task
 from annotation.db import WriteGate, open_database, writer
 from annotation.errors import HoldExpired, InvalidInput, StudyClosed, StudyNotFound
-from annotation.models import Annotator, Assignment, Item, Judgment, Study, System, utcnow
+from annotation.models import Annotator, Assignment, Judgment, Study, System, utcnow
 from annotation.monitoring import study_overview
-from annotation.quality import attention_passed, is_too_fast
 from annotation.schemas import (
-    SHOWN_CHOICES,
     Finished,
     Overview,
     Progress,
@@ -35,6 +33,7 @@ from annotation.schemas import (
     SubmitResult,
     Task,
 )
+from annotation.voting import HOLD_EXPIRED_MESSAGE, Vote, check_choice, record_vote
 
 T = TypeVar("T")
 Clock = Callable[[], datetime]
@@ -180,27 +179,25 @@ class StudyStore:
     def next_task(self, *, study_id: str, annotator: str) -> Task | Finished:
         """The annotator's current task (same one after a reload), a new one, or `Finished`."""
         external = _clean_annotator(annotator)
+        return self.write(lambda session: self._serve(session, study_id, external, self._clock()))
 
-        def run(session: Session) -> Task | Finished:
-            now = self._clock()
-            study = self.study_row(session, study_id, lock=True)
-            person = session.scalars(
-                select(Annotator).where(Annotator.study_id == study.id, Annotator.external_id == external)
-            ).first()
-            if person is None:
-                if not study.is_open:
-                    raise StudyClosed(
-                        f"Study {study_id!r} is closed and takes no new annotators. Ask the researcher."
-                    )
-                person = Annotator(study_id=study.id, external_id=external, created_at=now)
-                session.add(person)
-                session.flush()
-            current, progress = assign.acquire(session, study=study, annotator=person, now=now)
-            if current is None:
-                return Finished(progress=progress, completion_code=study.completion_code)
-            return blind_task(session, study=study, assignment=current, progress=progress)
-
-        return self.write(run)
+    def _serve(self, session: Session, study_id: str, external: str, now: datetime) -> Task | Finished:
+        study = self.study_row(session, study_id, lock=True)
+        person = session.scalars(
+            select(Annotator).where(Annotator.study_id == study.id, Annotator.external_id == external)
+        ).first()
+        if person is None:
+            if not study.is_open:
+                raise StudyClosed(
+                    f"Study {study_id!r} is closed and takes no new annotators. Ask the researcher."
+                )
+            person = Annotator(study_id=study.id, external_id=external, created_at=now)
+            session.add(person)
+            session.flush()
+        current, progress = assign.acquire(session, study=study, annotator=person, now=now)
+        if current is None:
+            return Finished(progress=progress, completion_code=study.completion_code)
+        return blind_task(session, study=study, assignment=current, progress=progress)
 
     def submit(
         self,
@@ -220,88 +217,67 @@ class StudyStore:
             left, right: optional 1-5 ratings of the left and right responses.
             comment: free text.
             seconds: time taken; by default measured on the server from when the task was served.
-        """
-        if choice not in SHOWN_CHOICES:
-            raise InvalidInput(f"Invalid choice {choice!r}: use one of {', '.join(SHOWN_CHOICES)}.")
-        expired = False
 
-        def run(session: Session) -> SubmitResult | None:
-            nonlocal expired
+        Raises:
+            HoldExpired: the hold lapsed and the item went to someone else; nothing was recorded.
+        """
+        vote = Vote(token, check_choice(choice), left, right, comment, seconds)
+        try:
+            result = self.write(lambda session: record_vote(session, vote, now=self._clock())[0])
+        except IntegrityError:
+            return self._race_winner(token)
+        if result is None:
+            raise HoldExpired(HOLD_EXPIRED_MESSAGE)
+        return result
+
+    def submit_and_next(
+        self,
+        *,
+        token: str,
+        choice: str,
+        left: Ratings = Ratings(),
+        right: Ratings = Ratings(),
+        comment: str = "",
+        seconds: float | None = None,
+    ) -> tuple[SubmitResult | None, Task | Finished]:
+        """Record a vote and serve the annotator's next task in one transaction (the page's cycle).
+
+        Same arguments as `submit`. The result is None when the hold had expired (nothing recorded);
+        the next task is served either way.
+        """
+        vote = Vote(token, check_choice(choice), left, right, comment, seconds)
+
+        def run(session: Session) -> tuple[SubmitResult | None, Task | Finished]:
             now = self._clock()
-            row = session.execute(
-                select(Assignment, Item, Study)
-                .join(Item, Item.id == Assignment.item_id)
-                .join(Study, Study.id == Assignment.study_id)
-                .where(Assignment.token == token)
-                .with_for_update(of=Assignment)
-            ).first()
-            if row is None:
-                raise StudyNotFound(
-                    f"Unknown task token {token!r}: reload the study page to get your current task."
-                )
-            current, item, study = row
-            if current.status == "done":
-                done = session.scalars(select(Judgment).where(Judgment.assignment_id == current.id)).one()
-                return SubmitResult(done.id, True, done.too_fast, done.attention_passed)
-            if current.status == "released" or (
-                current.expires_at <= now
-                and not item.is_attention
-                and assign.item_load(session, item_id=item.id, now=now, exclude_id=current.id)
-                >= study.annotators_per_item
-            ):
-                current.status = "released"
-                expired = True
-                return None
-            a_left = bool(current.a_on_left)
-            picked = item_choice(choice, a_left)
-            took = seconds if seconds is not None else (now - current.served_at).total_seconds()
-            judgment = Judgment(
-                assignment_id=current.id,
-                study_id=study.id,
-                item_id=item.id,
-                annotator_id=current.annotator_id,
-                choice=picked,
-                winner_system_id={"a": item.system_a_id, "b": item.system_b_id}.get(picked),
-                left_system_id=item.system_a_id if a_left else item.system_b_id,
-                **side_ratings(left, right, a_left),
-                comment=(comment or "").strip(),
-                seconds=took,
-                too_fast=is_too_fast(took, study.min_seconds),
-                attention_passed=attention_passed(
-                    picked, item.expected_choice if item.is_attention else None
-                ),
-                source="app",
-                created_at=now,
+            result, current = record_vote(session, vote, now=now)
+            external = session.scalar(
+                select(Annotator.external_id).where(Annotator.id == current.annotator_id)
             )
-            current.status = "done"
-            item.n_done = Item.n_done + 1  # SQL-side increment: safe against concurrent writers
-            session.add(judgment)
-            session.flush()
-            return SubmitResult(judgment.id, False, judgment.too_fast, judgment.attention_passed)
+            return result, self._serve(session, current.study_id, str(external), now)
 
         try:
-            result = self.write(run)
+            return self.write(run)
         except IntegrityError:
-            # A concurrent identical submit won the race (PostgreSQL); report its judgment.
+            result = self._race_winner(token)
             with self.reading() as session:
-                row = (
-                    session.execute(
-                        select(Judgment)
-                        .join(Assignment, Assignment.id == Judgment.assignment_id)
-                        .where(Assignment.token == token)
-                    )
-                    .scalars()
-                    .first()
-                )
-            if row is None:
-                raise
-            return SubmitResult(row.id, True, row.too_fast, row.attention_passed)
-        if expired or result is None:
-            raise HoldExpired(
-                "This item was reserved for you for too long and went to another annotator, so this "
-                "answer was not recorded. Continue with the next item."
-            )
-        return result
+                study_id, external = session.execute(
+                    select(Assignment.study_id, Annotator.external_id)
+                    .join(Annotator, Annotator.id == Assignment.annotator_id)
+                    .where(Assignment.token == token)
+                ).one()
+            return result, self.next_task(study_id=study_id, annotator=external)
+
+    def _race_winner(self, token: str) -> SubmitResult:
+        """After a unique-constraint clash (a concurrent identical submit on PostgreSQL): its result."""
+        with self.reading() as session:
+            row = session.scalars(
+                select(Judgment)
+                .join(Assignment, Assignment.id == Judgment.assignment_id)
+                .where(Assignment.token == token)
+            ).first()
+        if row is None:
+            raise StudyNotFound(f"Task {token!r} could not be recorded; reload the page and vote again.")
+        return SubmitResult(row.id, True, row.too_fast, row.attention_passed)
 
     def progress(self, *, study_id: str, annotator: str) -> Progress:
         """`done / total` for one annotator (0 / estimate if they have not started)."""

@@ -14,10 +14,11 @@ from urllib.parse import quote
 
 import gradio as gr
 
-from annotation.errors import AnnotationError, HoldExpired, StudyNotFound
+from annotation.errors import AnnotationError
 from annotation.models import CRITERIA
 from annotation.schemas import Finished, Ratings, Task, Turn
 from annotation.store import StudyStore
+from annotation.voting import HOLD_EXPIRED_MESSAGE
 from app.settings import Settings
 
 USER_SPEAKERS = {"user", "seeker", "human", "client", "you", "patient"}
@@ -191,21 +192,15 @@ def vote(
         s: Ratings(**{k: int(by_key[f"{k}_{s}"]) if by_key[f"{k}_{s}"] else None for k in CRITERIA})
         for s in "ab"
     }
-    notice = "✓ Saved."
     try:
-        store.submit(
+        # One transaction records the vote and serves the next task (a repeat click records nothing).
+        result, nxt = store.submit_and_next(
             token=session["token"], choice=choice, left=side["a"], right=side["b"], comment=comment or ""
-        )
-    except HoldExpired as exc:
-        notice = f"⚠️ {exc}"
-    except StudyNotFound as exc:
-        return _login(c, store, f"⚠️ {exc}", session.get("study"), session.get("annotator", ""))
-    try:
-        return _view(
-            store.next_task(study_id=session["study"], annotator=session["annotator"]), session, c, notice
         )
     except AnnotationError as exc:
         return _login(c, store, f"⚠️ {exc}", session.get("study"), session.get("annotator", ""))
+    notice = "✓ Saved." if result is not None else f"⚠️ {HOLD_EXPIRED_MESSAGE}"
+    return _view(nxt, session, c, notice)
 
 
 def build_annotate_page(settings: Settings, *, store: StudyStore | None = None) -> gr.Blocks:

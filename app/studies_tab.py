@@ -68,7 +68,8 @@ def annotator_link(study_id: str | None, settings: Settings) -> str:
     """Markdown with the URL to share with annotators (and its Prolific form)."""
     if not study_id:
         return "Select a study to see its annotator link."
-    base = f"http://{settings.host}:{settings.port}/annotate/"
+    host = "YOUR-SERVER" if settings.host in ("0.0.0.0", "::", "") else settings.host  # bind-all: no real name
+    base = f"http://{host}:{settings.port}/annotate/"
     return (
         f"**Annotator link:** `{base}?study={study_id}&annotator=ANNOTATOR_ID`\n\n"
         f"**Prolific:** `{base}?study={study_id}&annotator={{{{%PROLIFIC_PID%}}}}`\n\n"

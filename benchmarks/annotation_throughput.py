@@ -1,7 +1,7 @@
 """Annotation store benchmark: judgments/s with N concurrent writers on SQLite, and `stats` on 100k judgments.
 
-Each writer is one annotator doing what the page does per vote: `next_task` (assign) + `submit`,
-each its own write transaction. Threads share one store (one server process); processes each open
+Each writer is one annotator doing what the page does per click: `submit_and_next` (record the vote
+and assign the next item in one write transaction). Threads share one store (one server process); processes each open
 their own (several server workers on one database file).
 
 Run: python benchmarks/annotation_throughput.py --writers 1 4 16 --json runs/annotation_bench.json
@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing as mp
+import os
 import random
 import secrets
 import sys
@@ -68,11 +69,10 @@ def _pairs_file(path: Path, n_items: int) -> Path:
 def _work(store: StudyStore, annotator: str, deadline: float, counts: list[int]) -> None:
     done = 0
     choices = ("A", "B", "tie", "both_bad")
-    while time.perf_counter() < deadline:
-        task = store.next_task(study_id="bench", annotator=annotator)
-        if not isinstance(task, Task):
-            break
-        store.submit(token=task.token, choice=random.choice(choices), comment="ok")
+    task = store.next_task(study_id="bench", annotator=annotator)
+    while isinstance(task, Task) and time.perf_counter() < deadline:
+        # What the page does per click: record the vote and serve the next task, one transaction.
+        _, task = store.submit_and_next(token=task.token, choice=random.choice(choices), comment="ok")
         done += 1
     counts.append(done)
 
@@ -92,8 +92,10 @@ def throughput(folder: Path, writers: int, mode: str, seconds: float, n_items: i
     store = StudyStore(url)
     store.create_study(config=StudyConfig(id="bench", annotators_per_item=2))
     import_pairs(store, study_id="bench", path=_pairs_file(folder / "pairs.jsonl", n_items))
+    cpu = None
     if mode == "threads":
         counts: list[int] = []
+        c0 = time.process_time()
         t0 = time.perf_counter()
         threads = [
             threading.Thread(target=_work, args=(store, f"w{n}", t0 + seconds, counts))
@@ -105,6 +107,7 @@ def throughput(folder: Path, writers: int, mode: str, seconds: float, n_items: i
             t.join()
         wall = time.perf_counter() - t0
         total = sum(counts)
+        cpu = (time.process_time() - c0) / max(total, 1) * 1000  # this process did all the work
     else:
         ctx = mp.get_context("fork")
         queue: mp.Queue = ctx.Queue()
@@ -127,6 +130,7 @@ def throughput(folder: Path, writers: int, mode: str, seconds: float, n_items: i
         "judgments": total,
         "seconds": round(wall, 2),
         "judgments_per_s": round(total / wall, 1),
+        "cpu_ms_per_judgment": None if cpu is None else round(cpu, 2),
     }
 
 
@@ -244,10 +248,18 @@ def main() -> None:
         folder = Path(tmp)
         rows = [throughput(folder, w, m, args.seconds, args.items) for m in args.modes for w in args.writers]
         stats = stats_time(folder, args.stats_judgments)
-    print(f"{'mode':<10} {'writers':>7} {'judgments':>9} {'seconds':>8} {'judgments/s':>12}")
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    print(
+        f"machine: {os.cpu_count()} CPUs, load average {load:.2f} at the end (other work skews these numbers)"
+    )
+    print(
+        f"{'mode':<10} {'writers':>7} {'judgments':>9} {'seconds':>8} {'judgments/s':>12} {'CPU ms/judgment':>16}"
+    )
     for r in rows:
+        cpu = "-" if r["cpu_ms_per_judgment"] is None else r["cpu_ms_per_judgment"]
         print(
-            f"{r['mode']:<10} {r['writers']:>7} {r['judgments']:>9} {r['seconds']:>8} {r['judgments_per_s']:>12}"
+            f"{r['mode']:<10} {r['writers']:>7} {r['judgments']:>9} {r['seconds']:>8} "
+            f"{r['judgments_per_s']:>12} {cpu:>16}"
         )
     print(
         f"\nstats on {stats['judgments']:,} judgments: load {stats['load_s']} s + compute {stats['compute_s']} s "
@@ -255,7 +267,7 @@ def main() -> None:
     )
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps({"throughput": rows, "stats": stats}, indent=2))
+        args.json.write_text(json.dumps({"throughput": rows, "stats": stats, "load_average": load}, indent=2))
         print(f"wrote {args.json}")
 
 

@@ -221,3 +221,22 @@ def test_cascade_and_constraints_hold_in_sqlite(tmp_path):
                 " dialogue_b, is_attention, leak_terms, meta) VALUES ('missing', 'x', '', 1, 2, '[]', '[]',"
                 " 0, '', '{}')"
             )
+
+
+def test_submit_and_next_records_and_serves_in_one_step(tmp_path):
+    clock = FakeClock()
+    store = make_store(tmp_path, clock)
+    seed_study(store, tmp_path, n_items=2, annotators_per_item=1, hold_minutes=5)
+    first = store.next_task(study_id="s1", annotator="p1")
+    result, second = store.submit_and_next(token=first.token, choice="A")
+    assert not result.duplicate and isinstance(second, Task) and second.token != first.token
+    assert second.progress.label == "1 / 2"
+    again, same = store.submit_and_next(token=first.token, choice="B")  # a repeated click
+    assert again.duplicate and same == second
+    # A lapsed hold whose slot went to someone else: nothing recorded, and p1 is done.
+    clock.advance(minutes=10)
+    other = store.next_task(study_id="s1", annotator="p2")  # the only item left: the lapsed one
+    store.submit(token=other.token, choice="B")
+    lost, nxt = store.submit_and_next(token=second.token, choice="A")
+    assert lost is None and isinstance(nxt, Finished) and nxt.progress.label == "1 / 1"
+    assert len(load_judgments(store, study_id="s1")) == 2
