@@ -180,21 +180,36 @@ def acquire(
     Must run in a write transaction (SQLite: BEGIN IMMEDIATE; PostgreSQL: the study row is locked).
     """
     hold = timedelta(minutes=study.hold_minutes)
-    held = session.scalars(
-        select(Assignment)
-        .where(Assignment.annotator_id == annotator.id, Assignment.status == "held")
-        .order_by(Assignment.served_at, Assignment.id)
+    # One small query gives both the tally and any held task (an annotator has at most a few dozen).
+    mine = session.execute(
+        select(Assignment.id, Assignment.status, Item.is_attention)
+        .join(Item, Item.id == Assignment.item_id)
+        .where(Assignment.annotator_id == annotator.id, Assignment.status != "released")
     ).all()
-    for assignment in held:
-        if assignment.expires_at <= now:
-            load = item_load(session, item_id=assignment.item_id, now=now, exclude_id=assignment.id)
-            if not assignment.item.is_attention and load >= study.annotators_per_item:
-                assignment.status = "released"  # the slot went to someone else while the hold lapsed
-                continue
-            assignment.expires_at = now + hold
-        # Resume: same item, same sides, after a reload (or a renewed hold).
-        return assignment, progress(session, study=study, annotator_id=annotator.id, now=now)
-    t = tally(session, annotator.id)
+    released: set[int] = set()
+    held_ids = [i for i, status, _ in mine if status == "held"]
+    if held_ids:
+        held = session.scalars(
+            select(Assignment)
+            .where(Assignment.id.in_(held_ids))
+            .order_by(Assignment.served_at, Assignment.id)
+        ).all()
+        for assignment in held:
+            if assignment.expires_at <= now:
+                load = item_load(session, item_id=assignment.item_id, now=now, exclude_id=assignment.id)
+                if not assignment.item.is_attention and load >= study.annotators_per_item:
+                    assignment.status = "released"  # the slot went to someone else while the hold lapsed
+                    released.add(assignment.id)
+                    continue
+                assignment.expires_at = now + hold
+            # Resume: same item, same sides, after a reload (or a renewed hold).
+            return assignment, progress(session, study=study, annotator_id=annotator.id, now=now)
+    kept = [(status, check) for i, status, check in mine if i not in released]
+    t = Tally(
+        done=sum(status == "done" for status, _ in kept),
+        taken=len(kept),
+        attention_taken=sum(bool(check) for _, check in kept),
+    )
     finished = Progress(done=t.done, total=t.done)
     quota = study.items_per_annotator
     if not study.is_open or (quota is not None and t.taken >= quota):

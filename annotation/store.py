@@ -181,11 +181,17 @@ class StudyStore:
         external = _clean_annotator(annotator)
         return self.write(lambda session: self._serve(session, study_id, external, self._clock()))
 
-    def _serve(self, session: Session, study_id: str, external: str, now: datetime) -> Task | Finished:
+    def _serve(
+        self, session: Session, study_id: str, external: str, now: datetime, annotator_id: int | None = None
+    ) -> Task | Finished:
+        """Serve inside a write transaction; `annotator_id` skips the lookup by external id."""
         study = self.study_row(session, study_id, lock=True)
-        person = session.scalars(
-            select(Annotator).where(Annotator.study_id == study.id, Annotator.external_id == external)
-        ).first()
+        if annotator_id is not None:
+            person = session.get(Annotator, annotator_id)
+        else:
+            person = session.scalars(
+                select(Annotator).where(Annotator.study_id == study.id, Annotator.external_id == external)
+            ).first()
         if person is None:
             if not study.is_open:
                 raise StudyClosed(
@@ -250,10 +256,7 @@ class StudyStore:
         def run(session: Session) -> tuple[SubmitResult | None, Task | Finished]:
             now = self._clock()
             result, current = record_vote(session, vote, now=now)
-            external = session.scalar(
-                select(Annotator.external_id).where(Annotator.id == current.annotator_id)
-            )
-            return result, self._serve(session, current.study_id, str(external), now)
+            return result, self._serve(session, current.study_id, "", now, annotator_id=current.annotator_id)
 
         try:
             return self.write(run)
