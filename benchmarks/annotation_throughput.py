@@ -240,7 +240,7 @@ def main() -> None:
         "--modes", nargs="+", choices=("threads", "processes"), default=["threads", "processes"]
     )
     parser.add_argument("--seconds", type=float, default=5.0, help="duration of each throughput run")
-    parser.add_argument("--items", type=int, default=3000, help="pairs in the throughput study (k=2)")
+    parser.add_argument("--items", type=int, default=1000, help="pairs in the throughput study (k=2; paper: 200)")
     parser.add_argument("--stats-judgments", type=int, default=100_000)
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args()
