@@ -13,9 +13,12 @@ from app.settings import Settings
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__)
-    for name in ("host", "backend", "model", "mode", "pack", "dtype", "checkpoints_dir", "data_dir", "openai_base_url"):
+    for name in ("host", "backend", "model", "mode", "pack", "dtype", "checkpoints_dir", "data_dir", "openai_base_url",
+                 "annotation_db_url", "auth"):
         p.add_argument(f"--{name.replace('_', '-')}", dest=name, default=None)
     p.add_argument("--port", type=int, default=None)
+    p.add_argument("--annotate-only", action="store_true", default=None,
+                   help="serve only the blind annotator page (/ redirects to /annotate/)")
     args = p.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     serve(Settings.from_env(**vars(args)))

@@ -32,6 +32,17 @@ class Settings:
     data_dir: str = field(default_factory=_default_data_dir)
     annotation_db_url: str = ""  # default: sqlite file under data_dir
     max_message_chars: int = 4000
+    auth: str = ""  # "user:password" protects the researcher/chat app at / (annotators' /annotate stays open)
+    annotate_only: bool = False  # serve only the annotator page (/ redirects to /annotate/)
+
+    def auth_pair(self) -> tuple[str, str] | None:
+        """`auth` as (user, password); raises ValueError with the expected form when malformed."""
+        if not self.auth:
+            return None
+        user, sep, password = self.auth.partition(":")
+        if not sep or not user or not password:
+            raise ValueError("MASCOT_AUTH / --auth must look like USER:PASSWORD (both non-empty).")
+        return user, password
 
     def __post_init__(self) -> None:
         if not self.annotation_db_url:
@@ -44,6 +55,11 @@ class Settings:
         for f in fields(cls):
             raw = os.environ.get(f"MASCOT_{f.name.upper()}")
             if raw is not None and raw != "":
-                values[f.name] = int(raw) if f.type in ("int", int) else raw
+                if f.type in ("int", int):
+                    values[f.name] = int(raw)
+                elif f.type in ("bool", bool):
+                    values[f.name] = raw.strip().lower() in ("1", "true", "yes", "on")
+                else:
+                    values[f.name] = raw
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)  # type: ignore[arg-type]

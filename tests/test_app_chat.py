@@ -134,3 +134,30 @@ def test_gradio_client_api(port, tmp_path):
         assert len(more) == 5 and more[-1]["speaker"] == "Beacon"
     finally:
         server.should_exit = True
+
+
+def test_annotate_only_and_auth(port, tmp_path):
+    import httpx
+
+    from app.server import build_server
+    from tests.conftest import free_port, run_uvicorn
+
+    settings = Settings(data_dir=str(tmp_path), backend="fake", annotate_only=True)
+    server, _ = run_uvicorn(build_server(settings, Engine(EngineConfig(backend="fake"), FakeBackend())), port)
+    try:
+        r = httpx.get(f"http://127.0.0.1:{port}/", follow_redirects=False)
+        assert r.status_code in (302, 307) and r.headers["location"] == "/annotate/"
+        assert httpx.get(f"http://127.0.0.1:{port}/annotate/").status_code == 200
+        assert httpx.get(f"http://127.0.0.1:{port}/config").status_code == 404  # no researcher app
+    finally:
+        server.should_exit = True
+    port2 = free_port()
+    settings = Settings(data_dir=str(tmp_path), backend="fake", auth="lab:secret")
+    server, _ = run_uvicorn(build_server(settings, Engine(EngineConfig(backend="fake"), FakeBackend())), port2)
+    try:
+        assert "Studies" not in httpx.get(f"http://127.0.0.1:{port2}/config").text
+        assert httpx.get(f"http://127.0.0.1:{port2}/annotate/config").status_code == 200
+    finally:
+        server.should_exit = True
+    with pytest.raises(ValueError, match="USER:PASSWORD"):
+        Settings(auth="nocolon").auth_pair()
