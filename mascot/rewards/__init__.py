@@ -1,0 +1,91 @@
+"""Reward registry for GRPO: name -> factory building a TRL reward `f(completions, **kwargs) -> list[float]`.
+
+Dataset columns reach the functions as keyword arguments (`persona`, `rm_prompt`, `context`). TRL logs
+each function separately (`rewards/<__name__>/mean`) and combines them with `reward_weights`.
+
+    funcs = get_reward_funcs(["persona_rm", "format"], RewardContext(personas=..., roster=..., reward_model=rm))
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from mascot.errors import ConfigError, unknown_name
+from mascot.personas import Persona
+from mascot.rewards.format import FormatChecker, completion_text, make_format_reward
+from mascot.rewards.persona_rm import PersonaRewardModel, group_zscore, make_persona_rm_reward, rm_prompt
+
+# A GRPO reward function (TRL's contract): completions plus dataset columns as kwargs -> one float each.
+RewardFunc = Callable[..., list[float]]
+
+
+@dataclass
+class RewardContext:
+    """What reward factories may close over."""
+
+    personas: list[Persona]
+    roster: list[Persona]
+    min_words: int = 15
+    max_words: int = 150
+    reward_model: PersonaRewardModel | None = None
+    judge: Any = None  # a mascot.judges Judge, for the optional direct-judge reward
+    setting: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _persona_rm(ctx: RewardContext) -> RewardFunc:
+    if ctx.reward_model is None:
+        raise ConfigError("The 'persona_rm' reward needs a trained reward model: run the reward_model step first.")
+    return make_persona_rm_reward(ctx.reward_model, ctx.personas, ctx.roster)
+
+
+def _format(ctx: RewardContext) -> RewardFunc:
+    names = [p.name for p in ctx.roster]
+    aliases = {p.name: [*p.aliases, p.role] for p in ctx.roster}
+    return make_format_reward(names, ctx.min_words, ctx.max_words, aliases)
+
+
+def _judge(ctx: RewardContext) -> RewardFunc:
+    """The judge's aggregate (1-5) mapped to [0, 1]; invalid verdicts give None (ignored by TRL)."""
+    if ctx.judge is None:
+        raise ConfigError("The 'judge' reward needs a judge (set `judge:` in the recipe).")
+    from mascot.dialogue import Dialogue
+    from mascot.judges import JudgeItem
+    from mascot.speaker import clean_reply
+
+    by_name = {p.name: p for p in ctx.personas}
+
+    def judge_reward(completions: list[Any], persona: list[str], context: list[str], **kwargs: Any) -> list[float | None]:
+        items = []
+        for c, name, ctx_json in zip(completions, persona, context):
+            p = by_name[name]
+            text = clean_reply(completion_text(c), p, ctx.roster)
+            items.append(JudgeItem(p, ctx.roster, Dialogue.from_dict(json.loads(ctx_json)), text, ctx.setting))
+        verdicts = ctx.judge.score_batch(items)
+        return [(v.aggregate - 1.0) / 4.0 if v.valid else None for v in verdicts]
+
+    return judge_reward
+
+
+REWARDS: dict[str, Callable[[RewardContext], RewardFunc]] = {
+    "persona_rm": _persona_rm,
+    "format": _format,
+    "judge": _judge,
+}
+
+
+def get_reward_funcs(names: list[str], ctx: RewardContext) -> list[RewardFunc]:
+    """Build the reward functions named in a recipe, in order; unknown names list the valid ones."""
+    funcs = []
+    for name in names:
+        if name not in REWARDS:
+            raise unknown_name("reward", name, list(REWARDS))
+        funcs.append(REWARDS[name](ctx))
+    return funcs
+
+
+__all__ = ["REWARDS", "FormatChecker", "PersonaRewardModel", "RewardContext", "RewardFunc", "completion_text",
+           "get_reward_funcs", "group_zscore", "make_format_reward", "make_persona_rm_reward", "rm_prompt"]

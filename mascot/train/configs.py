@@ -1,0 +1,416 @@
+"""Stage-1 configuration: a typed `Stage1Config` filled from a YAML recipe plus CLI overrides.
+
+A recipe has top-level pipeline fields (data, model, generation, judge, pairs, LoRA, rewards) and two
+sections passed straight to TRL: `reward_model:` (any `trl.RewardConfig` field) and `grpo:` (any
+`trl.GRPOConfig` field). Unknown fields fail loudly with the list of valid names. The TRL config
+objects are built only when a training step runs (`build_reward_config`, `build_grpo_config`).
+
+    cfg = load_recipe("tiny-cpu", overrides={"max_contexts": "12", "grpo.learning_rate": "1e-4"})
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import hashlib
+import json
+import os
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from mascot.errors import ConfigError, unknown_name
+
+RECIPES_DIR = Path(__file__).resolve().parent.parent / "recipes"
+STEPS = ("generate", "judge", "pairs", "reward_model", "grpo")
+ADAPTER_MODES = ("per-persona", "shared")
+CONTEXT_MODES = ("round", "opening")
+SECTIONS = ("reward_model", "grpo")
+# GRPOConfig fields the pipeline sets itself from top-level fields; setting them in `grpo:` is an error.
+_MANAGED_GRPO = ("output_dir", "reward_weights")
+_MANAGED_RM = ("output_dir",)
+
+
+@dataclass
+class Stage1Config:
+    """Every knob of the Stage-1 pipeline. Field docs double as `--help` text."""
+
+    # ---------------------------------------------------------------- run and outputs
+    run: str = field(default="tiny-cpu", metadata={"help": "Run name; outputs go to <checkpoints_dir>/<run>/."})
+    output_dir: str | None = field(default=None, metadata={"help": "Output folder (default <checkpoints_dir>/<run>)."})
+    checkpoints_dir: str = field(default="checkpoints", metadata={"help": "Root of all runs (what the chat loads)."})
+    seed: int = field(default=42, metadata={"help": "Seed for sampling, splits and trainers."})
+    description: str = field(default="", metadata={"help": "One line shown in the run card and the admin tab."})
+    max_steps: int | None = field(default=None, metadata={"help": "Cap on optimizer steps of each trainer (RM and every GRPO adapter)."})
+    torch_threads: int | None = field(
+        default=None,
+        metadata={"help": "torch.set_num_threads for CPU runs (None = torch's default). On a shared, busy machine 1 "
+                  "thread avoids oversubscription and was 3-4x faster than 2 here."},
+    )
+
+    # ---------------------------------------------------------------- data
+    pack: str = field(default="emotional-support", metadata={"help": "Persona pack name or YAML path."})
+    personas: list[str] | None = field(default=None, metadata={"help": "Personas to train (default: the pack's active ones)."})
+    scenarios: str = field(default="emotional-support", metadata={"help": "Scenario set for mascot.data.load_scenarios."})
+    train_split: str = field(default="train", metadata={"help": "Scenario split used for training contexts."})
+    max_contexts: int | None = field(default=None, metadata={"help": "Cap on training contexts (None = all)."})
+    context_mode: str = field(
+        default="round",
+        metadata={"help": "round: later personas see earlier personas' first candidate (like a chat round); "
+                  "opening: every persona answers the user's opening alone."},
+    )
+    extra_pairs: list[str] = field(default_factory=list, metadata={"help": "JSONL files of {prompt, chosen, rejected} pairs (annotation export)."})
+
+    # ---------------------------------------------------------------- model and backend
+    model: str = field(default="embedded", metadata={"help": "Base model: 'embedded' or a local path (never downloaded)."})
+    dtype: str = field(default="auto", metadata={"help": "Generation dtype for the backend (auto, bfloat16, float32)."})
+    train_dtype: str = field(default="float32", metadata={"help": "dtype the trainers load the base model in."})
+    backend: str = field(default="transformers", metadata={"help": "Generation backend for candidates: transformers | vllm."})
+
+    # ---------------------------------------------------------------- step 1: candidates
+    k: int = field(default=4, metadata={"help": "Candidates per (context, persona)."})
+    gen_batch_size: int = field(default=16, metadata={"help": "Prompts per backend.generate call."})
+    max_new_tokens: int = field(default=64, metadata={"help": "Tokens per candidate."})
+    temperature: float = field(default=1.0, metadata={"help": "Sampling temperature for candidates."})
+    top_p: float = field(default=0.95, metadata={"help": "Nucleus sampling for candidates."})
+    repetition_penalty: float = field(default=1.0, metadata={"help": "Repetition penalty for candidates."})
+
+    # ---------------------------------------------------------------- step 2: judge
+    judge: str = field(default="offline", metadata={"help": "Judge name for mascot.judges.load_judge (offline | llm)."})
+    judge_kwargs: dict[str, Any] = field(default_factory=dict, metadata={"help": "Extra keyword arguments for the judge."})
+    judge_batch_size: int = field(default=64, metadata={"help": "Items per Judge.score_batch call."})
+
+    # ---------------------------------------------------------------- step 3: pairs
+    delta: float = field(default=0.5, metadata={"help": "Minimum aggregate-score gap for a preference pair."})
+    max_pairs_per_group: int | None = field(default=None, metadata={"help": "Cap on pairs per group (None = all qualifying)."})
+    rm_eval_fraction: float = field(default=0.15, metadata={"help": "Share of contexts held out to measure RM pair accuracy."})
+
+    # ---------------------------------------------------------------- LoRA (speakers and reward model)
+    lora_r: int = field(default=16, metadata={"help": "LoRA rank of the speaker adapters."})
+    lora_alpha: int = field(default=32, metadata={"help": "LoRA alpha of the speaker adapters."})
+    lora_dropout: float = field(default=0.05, metadata={"help": "LoRA dropout."})
+    lora_target_modules: list[str] = field(
+        default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"], metadata={"help": "Modules LoRA wraps."}
+    )
+    lora_layers: int | None = field(
+        default=None,
+        metadata={"help": "Put LoRA on the last N transformer layers only (None = all). Backward then stops at "
+                  "those layers, which roughly halves CPU step time; the paper recipe uses all layers."},
+    )
+    rm_lora_r: int | None = field(default=None, metadata={"help": "LoRA rank of the reward model (default lora_r)."})
+    rm_lora_alpha: int | None = field(default=None, metadata={"help": "LoRA alpha of the reward model (default lora_alpha)."})
+
+    # ---------------------------------------------------------------- step 5: GRPO
+    adapter_mode: str = field(default="per-persona", metadata={"help": "per-persona: one LoRA per persona; shared: one persona-conditioned LoRA."})
+    rewards: list[str] = field(default_factory=lambda: ["persona_rm", "format"], metadata={"help": "Reward functions (mascot.rewards registry)."})
+    reward_weights: list[float] = field(default_factory=lambda: [1.0, 0.5], metadata={"help": "One weight per reward function."})
+    format_min_words: int = field(default=15, metadata={"help": "Format reward: fewest words in a reply."})
+    format_max_words: int = field(default=150, metadata={"help": "Format reward: most words in a reply."})
+    grpo_max_prompts: int | None = field(default=None, metadata={"help": "Cap on GRPO prompts per persona (None = all train contexts)."})
+    rm_batch_size: int = field(default=16, metadata={"help": "Batch size when the reward model scores completions."})
+
+    # ---------------------------------------------------------------- TRL sections
+    reward_model: dict[str, Any] = field(default_factory=dict, metadata={"help": "trl.RewardConfig fields."})
+    grpo: dict[str, Any] = field(default_factory=dict, metadata={"help": "trl.GRPOConfig fields."})
+
+    # filled by load_recipe
+    recipe: str = field(default="", metadata={"help": "Where the recipe came from (set automatically)."})
+
+    def __post_init__(self) -> None:
+        if self.context_mode not in CONTEXT_MODES:
+            raise unknown_name("context_mode", self.context_mode, CONTEXT_MODES)
+        if self.adapter_mode not in ADAPTER_MODES:
+            raise unknown_name("adapter_mode", self.adapter_mode, ADAPTER_MODES)
+        if self.k < 2:
+            raise ConfigError(f"k={self.k}: at least 2 candidates per context are needed to form preference pairs.")
+        if self.delta < 0:
+            raise ConfigError(f"delta={self.delta} must be >= 0 (the paper uses 0.5).")
+        if len(self.rewards) != len(self.reward_weights):
+            raise ConfigError(
+                f"rewards has {len(self.rewards)} entries but reward_weights has {len(self.reward_weights)}: give one weight per reward."
+            )
+        if not 0 <= self.rm_eval_fraction < 1:
+            raise ConfigError(f"rm_eval_fraction={self.rm_eval_fraction} must be in [0, 1).")
+        if self.format_min_words > self.format_max_words:
+            raise ConfigError("format_min_words must not exceed format_max_words.")
+        _check_section("reward_model", self.reward_model, _reward_config_fields(), _MANAGED_RM)
+        _check_section("grpo", self.grpo, _grpo_config_fields(), _MANAGED_GRPO)
+
+    # -------------------------------------------------------------- derived
+    @property
+    def out(self) -> Path:
+        return Path(self.output_dir) if self.output_dir else Path(self.checkpoints_dir) / self.run
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def fingerprint(self) -> str:
+        """A short hash of the whole config (shown in the run card)."""
+        return hashlib.sha256(json.dumps(self.to_dict(), sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
+# ------------------------------------------------------------------- field tables
+def _config_fields(cls: type) -> dict[str, Any]:
+    return {f.name: f for f in dataclasses.fields(cls) if f.init}
+
+
+def _reward_config_fields() -> dict[str, Any]:
+    from trl import RewardConfig
+
+    return _config_fields(RewardConfig)
+
+
+def _grpo_config_fields() -> dict[str, Any]:
+    from trl import GRPOConfig
+
+    return _config_fields(GRPOConfig)
+
+
+def stage1_fields() -> dict[str, Any]:
+    return {f.name: f for f in dataclasses.fields(Stage1Config) if f.name != "recipe"}
+
+
+def _check_section(name: str, values: dict[str, Any], valid: dict[str, Any], managed: tuple[str, ...]) -> None:
+    if not isinstance(values, dict):
+        raise ConfigError(f"Recipe section '{name}' must be a mapping of field: value.")
+    for key in values:
+        if key in managed:
+            raise ConfigError(f"'{name}.{key}' is set by the pipeline itself; remove it from the recipe "
+                              f"(use the top-level fields output_dir / reward_weights instead).")
+        if key not in valid:
+            close = difflib.get_close_matches(key, list(valid), n=5, cutoff=0.6)
+            raise ConfigError(
+                f"Unknown field '{name}.{key}'. It must be a field of trl.{'RewardConfig' if name == 'reward_model' else 'GRPOConfig'}"
+                + (f"; similar fields: {', '.join(close)}" if close else "") + "."
+            )
+
+
+# ------------------------------------------------------------------- coercion
+def _type_text(tp: Any) -> str:
+    """`float`, `int | None`, `list[str] | None`, ... as text (dataclass types may be objects or strings)."""
+    if isinstance(tp, str):
+        return tp
+    if isinstance(tp, type):
+        return tp.__name__
+    return str(tp).replace("typing.", "")
+
+
+def _parse_bool(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, (int, str)) and str(value).lower() in ("true", "yes", "1", "false", "no", "0"):
+        return str(value).lower() in ("true", "yes", "1")
+    raise ValueError
+
+
+def coerce(value: Any, tp: Any, name: str) -> Any:
+    """Convert a YAML/CLI value to a dataclass field's declared type (given as a type or its text).
+
+    Strings are parsed as YAML first (so `--personas [Anchor, Beacon]` and `--grpo.bf16 false` work),
+    then numbers are converted by the declared type (`1e-5` is a string in YAML 1.1).
+    """
+    text = _type_text(tp)
+    first = text.split("|")[0].strip()
+    if first == "None":  # e.g. `None | str | list[str]`
+        first = text.split("|")[1].strip()
+    if isinstance(value, str):
+        if value.strip().lower() in ("none", "null", "~") and "None" in text:
+            return None
+        try:
+            parsed = yaml.safe_load(value) if value.strip() else value
+        except yaml.YAMLError:
+            parsed = value
+        value = value if parsed is None else parsed
+    if value is None:
+        return None
+    try:
+        if first == "bool":
+            return _parse_bool(value)
+        if first == "int":
+            if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+                raise ValueError
+            return int(value)
+        if first == "float":
+            if isinstance(value, bool):
+                raise ValueError
+            return float(value)
+        if first.startswith("list"):
+            items = value if isinstance(value, list) else [v.strip() for v in str(value).split(",") if v.strip()]
+            inner = first[5:-1] if first.startswith("list[") else ""
+            if inner == "float":
+                return [float(v) for v in items]
+            if inner == "int":
+                return [int(v) for v in items]
+            if inner == "str":
+                return [str(v) for v in items]
+            return items
+        if first.startswith("dict") and not isinstance(value, dict):
+            if isinstance(value, str) and "str" in text:
+                return value  # TRL accepts JSON strings for dict fields
+            raise ValueError
+        if first == "str" and not isinstance(value, str) and "list" not in text and "dict" not in text:
+            return str(value)
+    except (ValueError, TypeError):
+        raise ConfigError(f"Field '{name}' expects {text}; got {value!r}.") from None
+    return value
+
+
+def _coerce_top(name: str, value: Any) -> Any:
+    hints = typing.get_type_hints(Stage1Config)
+    return coerce(value, hints[name], name) if name not in SECTIONS else value
+
+
+def _coerce_section(section: str, key: str, value: Any) -> Any:
+    valid = _reward_config_fields() if section == "reward_model" else _grpo_config_fields()
+    if key not in valid:
+        _check_section(section, {key: value}, valid, ())
+    return coerce(value, valid[key].type, f"{section}.{key}")
+
+
+# ------------------------------------------------------------------- recipes
+def list_recipes() -> list[str]:
+    """Names of the bundled recipes (mascot/recipes/*.yaml)."""
+    return sorted(p.stem for p in RECIPES_DIR.glob("*.yaml"))
+
+
+def recipe_path(name_or_path: str | Path) -> Path:
+    p = Path(name_or_path)
+    if p.suffix in (".yaml", ".yml"):
+        if not p.exists():
+            raise ConfigError(f"Recipe file {p} does not exist. Bundled recipes: {', '.join(list_recipes())}.")
+        return p
+    bundled = RECIPES_DIR / f"{name_or_path}.yaml"
+    if not bundled.exists():
+        raise unknown_name("recipe", str(name_or_path), list_recipes())
+    return bundled
+
+
+def normalise_key(key: str) -> str:
+    """`--max-contexts` / `max-contexts` -> `max_contexts`; `grpo.learning-rate` -> `grpo.learning_rate`."""
+    return key.lstrip("-").replace("-", "_")
+
+
+def config_from_dict(data: dict[str, Any], overrides: dict[str, Any] | None = None, source: str = "<dict>") -> Stage1Config:
+    """Validate and coerce a recipe mapping plus `{field or section.field: value}` overrides."""
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: a recipe must be a YAML mapping of field: value.")
+    top = stage1_fields()
+    values: dict[str, Any] = {}
+    for key, value in data.items():
+        if key not in top:
+            raise ConfigError(f"{source}: unknown recipe field {key!r}. Valid fields: {', '.join(sorted(top))}.")
+        if key in SECTIONS:
+            if value is None:
+                value = {}
+            if not isinstance(value, dict):
+                raise ConfigError(f"{source}: section {key!r} must be a mapping.")
+            values[key] = {k: _coerce_section(key, k, v) for k, v in value.items()}
+        else:
+            values[key] = _coerce_top(key, value)
+    for raw_key, value in (overrides or {}).items():
+        key = normalise_key(raw_key)
+        if "." in key:
+            section, sub = key.split(".", 1)
+            if section not in SECTIONS:
+                raise ConfigError(f"Unknown override '--{raw_key}': dotted overrides go to the sections {', '.join(SECTIONS)}.")
+            values.setdefault(section, {})
+            values[section] = {**values[section], sub: _coerce_section(section, sub, value)}
+        elif key in top and key not in SECTIONS:
+            values[key] = _coerce_top(key, value)
+        else:
+            close = difflib.get_close_matches(key, [k for k in top if k not in SECTIONS], n=3, cutoff=0.6)
+            hint = f" Did you mean {', '.join('--' + c for c in close)}?" if close else ""
+            raise ConfigError(
+                f"Unknown option '--{raw_key}'.{hint} Valid recipe fields: {', '.join(sorted(k for k in top if k not in SECTIONS))}; "
+                f"TRL trainer fields go as --reward_model.<field> or --grpo.<field>."
+            )
+    cfg = Stage1Config(**values)
+    cfg.recipe = source
+    return cfg
+
+
+def load_recipe(name_or_path: str | Path, overrides: dict[str, Any] | None = None) -> Stage1Config:
+    """Load a bundled recipe by name (`tiny-cpu`, `paper-gpu`) or any YAML path, then apply overrides."""
+    path = recipe_path(name_or_path)
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML ({exc}).") from exc
+    return config_from_dict(data, overrides, source=str(name_or_path))
+
+
+# ------------------------------------------------------------------- TRL / PEFT builders
+def _device_safe(kwargs: dict[str, Any], validate_only: bool) -> dict[str, Any]:
+    """On a machine without a GPU, a GPU recipe (bf16) can still be *validated* by building it for CPU."""
+    if validate_only:
+        import torch
+
+        if not torch.cuda.is_available():
+            kwargs = {**kwargs, "use_cpu": True}
+    return kwargs
+
+
+def _model_init(kw: dict[str, Any], cfg: Stage1Config, model_is_path: bool) -> None:
+    if model_is_path:  # TRL loads the model from a path with these kwargs; default to the recipe's dtype
+        kw["model_init_kwargs"] = {"dtype": cfg.train_dtype, **(kw.get("model_init_kwargs") or {})}
+
+
+def build_reward_config(cfg: Stage1Config, output_dir: str | Path, *, max_steps: int | None = None,
+                        validate_only: bool = False, model_is_path: bool = False) -> Any:
+    """The `trl.RewardConfig` for step 4 (recipe section + pipeline-managed fields)."""
+    from trl import RewardConfig
+
+    kw: dict[str, Any] = {"report_to": "none", "seed": cfg.seed, "save_strategy": "no", "logging_steps": 5}
+    kw.update(cfg.reward_model)
+    _model_init(kw, cfg, model_is_path)
+    if max_steps is not None:
+        kw["max_steps"] = max_steps
+    return RewardConfig(output_dir=str(output_dir), **_device_safe(kw, validate_only))
+
+
+def build_grpo_config(cfg: Stage1Config, output_dir: str | Path, *, max_steps: int | None = None,
+                      validate_only: bool = False, model_is_path: bool = False) -> Any:
+    """The `trl.GRPOConfig` for step 5; reward weights come from the top-level `reward_weights`."""
+    from trl import GRPOConfig
+
+    kw: dict[str, Any] = {"report_to": "none", "seed": cfg.seed, "save_strategy": "no", "logging_steps": 1,
+                          "num_generations": cfg.k, "max_completion_length": cfg.max_new_tokens}
+    kw.update(cfg.grpo)
+    _model_init(kw, cfg, model_is_path)
+    kw["reward_weights"] = list(cfg.reward_weights)
+    if max_steps is not None:
+        kw["max_steps"] = max_steps
+    return GRPOConfig(output_dir=str(output_dir), **_device_safe(kw, validate_only))
+
+
+def _layers(cfg: Stage1Config, num_layers: int | None) -> dict[str, Any]:
+    if not cfg.lora_layers:
+        return {}
+    if num_layers is None:
+        raise ConfigError("lora_layers needs the model's number of layers (pass num_layers).")
+    n = min(cfg.lora_layers, num_layers)
+    return {"layers_to_transform": list(range(num_layers - n, num_layers))}
+
+
+def speaker_lora_config(cfg: Stage1Config, num_layers: int | None = None) -> Any:
+    from peft import LoraConfig
+
+    return LoraConfig(r=cfg.lora_r, lora_alpha=cfg.lora_alpha, lora_dropout=cfg.lora_dropout,
+                      target_modules=list(cfg.lora_target_modules), bias="none", task_type="CAUSAL_LM",
+                      **_layers(cfg, num_layers))
+
+
+def reward_lora_config(cfg: Stage1Config, num_layers: int | None = None) -> Any:
+    from peft import LoraConfig
+
+    # modules_to_save=["score"]: the fresh scalar head must be trained and saved with the adapter.
+    return LoraConfig(r=cfg.rm_lora_r or cfg.lora_r, lora_alpha=cfg.rm_lora_alpha or cfg.lora_alpha,
+                      lora_dropout=cfg.lora_dropout, target_modules=list(cfg.lora_target_modules), bias="none",
+                      task_type="SEQ_CLS", modules_to_save=["score"], **_layers(cfg, num_layers))
+
+
+def world_size() -> int:
+    return int(os.environ.get("WORLD_SIZE", "1"))

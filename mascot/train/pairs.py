@@ -1,0 +1,119 @@
+"""Preference pairs from judged candidates (paper §3.5): keep (y_w, y_l) when s(y_w) - s(y_l) >= delta.
+
+All qualifying pairs of a group are kept (optionally capped, largest gaps first). Candidates whose
+verdict is invalid (score None) are dropped and counted; ties never form a pair; duplicate texts are
+paired once. Pairs exported by the annotation tool (`{prompt, chosen, rejected}` JSONL) load here too.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mascot.errors import ConfigError
+
+EPS = 1e-9  # scores are means of integers; guard the >= delta test against float error
+
+
+@dataclass
+class PairStats:
+    groups: int = 0
+    candidates: int = 0
+    invalid: int = 0
+    duplicates: int = 0
+    below_margin: int = 0
+    pairs: int = 0
+    margins: list[float] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        mean = sum(self.margins) / len(self.margins) if self.margins else 0.0
+        return {"groups": self.groups, "candidates": self.candidates, "invalid": self.invalid,
+                "duplicates": self.duplicates, "below_margin": self.below_margin, "pairs": self.pairs,
+                "mean_margin": round(mean, 4)}
+
+
+def group_pairs(texts: Sequence[str], scores: Sequence[float | None], delta: float = 0.5,
+                max_pairs: int | None = None, stats: PairStats | None = None) -> list[tuple[int, int, float]]:
+    """Index pairs (chosen, rejected, gap) of one group whose aggregate scores differ by >= delta (> 0).
+
+    >>> group_pairs(["a", "b", "c"], [4.0, 3.0, 3.6], delta=0.5)
+    [(0, 1, 1.0), (2, 1, 0.6)]
+    """
+    st = stats or PairStats()
+    st.groups += 1
+    st.candidates += len(texts)
+    keep: list[int] = []
+    seen: set[str] = set()
+    for i, (t, s) in enumerate(zip(texts, scores)):
+        if s is None or s != s:  # invalid verdict (None or NaN)
+            st.invalid += 1
+            continue
+        key = t.strip()
+        if key in seen:
+            st.duplicates += 1
+            continue
+        seen.add(key)
+        keep.append(i)
+    out: list[tuple[int, int, float]] = []
+    for a in range(len(keep)):
+        for b in range(a + 1, len(keep)):
+            i, j = keep[a], keep[b]
+            gap = float(scores[i]) - float(scores[j])  # type: ignore[arg-type]
+            if abs(gap) + EPS < delta or abs(gap) <= EPS:
+                st.below_margin += 1
+                continue
+            out.append((i, j, round(gap, 6)) if gap > 0 else (j, i, round(-gap, 6)))
+    if max_pairs is not None and len(out) > max_pairs:
+        out = sorted(out, key=lambda x: -x[2])[:max_pairs]
+    st.pairs += len(out)
+    st.margins += [g for _, _, g in out]
+    return out
+
+
+def build_pairs(groups: Sequence[dict[str, Any]], delta: float = 0.5, max_pairs_per_group: int | None = None
+                ) -> tuple[list[dict[str, Any]], PairStats]:
+    """Pairs for every judged group.
+
+    Each group needs `candidates` (texts) and `scores` (aggregate or None) plus any fields to carry over
+    (`group_id`, `persona`, `rm_prompt`, `split`). Returns `{prompt, chosen, rejected, margin, ...}` rows.
+    """
+    stats = PairStats()
+    rows: list[dict[str, Any]] = []
+    for g in groups:
+        for i, j, gap in group_pairs(g["candidates"], g["scores"], delta, max_pairs_per_group, stats):
+            rows.append({
+                "prompt": g.get("rm_prompt", ""), "chosen": g["candidates"][i], "rejected": g["candidates"][j],
+                "score_chosen": g["scores"][i], "score_rejected": g["scores"][j], "gap": gap,
+                "group_id": g.get("group_id"), "persona": g.get("persona"), "split": g.get("split", "train"),
+                "source": "judge",
+            })
+    return rows, stats
+
+
+def load_extra_pairs(path: str | Path) -> list[dict[str, Any]]:
+    """Read `{prompt, chosen, rejected[, persona]}` JSONL (the annotation tool's export) into pair rows."""
+    from mascot.rewards.persona_rm import rm_prompt
+
+    p = Path(path)
+    if not p.exists():
+        raise ConfigError(f"Extra pairs file {p} does not exist. Export one with the annotation tool "
+                          "(`python -m annotation export-preferences ...`) or drop --extra-pairs.")
+    rows = []
+    for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            d = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"{p}:{n}: not valid JSON ({exc.msg}); expected {{prompt, chosen, rejected}}.") from exc
+        if not isinstance(d, dict) or not all(isinstance(d.get(k), str) for k in ("prompt", "chosen", "rejected")):
+            raise ConfigError(f"{p}:{n}: each line needs string fields prompt, chosen and rejected.")
+        if d["chosen"].strip() == d["rejected"].strip():
+            continue
+        rows.append({"prompt": rm_prompt(d.get("persona_description", ""), d["prompt"], d.get("persona")),
+                     "chosen": d["chosen"], "rejected": d["rejected"], "gap": None, "group_id": f"extra:{p.name}:{n}",
+                     "persona": d.get("persona"), "split": "train", "source": str(p)})
+    return rows

@@ -1,0 +1,101 @@
+"""Step 5: GRPO-tune the speakers (TRL GRPOTrainer + LoRA) on the composite reward.
+
+R = sum_i w_i * reward_i, by default z(r_phi) + 0.5 * r_fmt (paper §7.6-7.7); TRL logs each component as
+`rewards/<name>/mean`. One adapter per persona (`adapter_mode: per-persona`) or one persona-conditioned
+adapter shared by all (`shared`), saved as standard PEFT folders under `speakers/<persona.key>/`.
+"""
+
+from __future__ import annotations
+
+import gc
+import time
+from pathlib import Path
+from typing import Any
+
+from mascot.errors import ConfigError
+from mascot.personas import Persona
+from mascot.rewards import RewardContext, get_reward_funcs
+from mascot.train.configs import Stage1Config, build_grpo_config, speaker_lora_config
+from mascot.models import resolve_model
+from mascot.train.modeling import base_display_name, load_tokenizer, num_layers, lora_state, parameter_counts, save_adapter
+from mascot.train.progress import ProgressLog, make_trainer_callback
+
+CURVE_KEYS = ("reward", "reward_std", "rewards/persona_rm/mean", "rewards/format_reward/mean",
+              "rewards/judge_reward/mean", "persona_rm/raw_mean", "loss", "completions/mean_length",
+              "completions/clipped_ratio", "kl", "entropy")
+
+
+def curve_summary(history: list[dict[str, Any]], window: int = 3) -> dict[str, Any]:
+    """First/last means (over `window` logged steps) of each reward curve in a trainer's log history."""
+    rows = [h for h in history if "reward" in h or "loss" in h and "train_runtime" not in h]
+    out: dict[str, Any] = {}
+    for key in CURVE_KEYS:
+        vals = [float(h[key]) for h in rows if key in h and h[key] is not None]
+        if vals:
+            w = min(window, len(vals))
+            out[key] = {"first": round(sum(vals[:w]) / w, 4), "last": round(sum(vals[-w:]) / w, 4), "n": len(vals)}
+    return out
+
+
+def curves(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per-step values of the reward curves (for the run card)."""
+    return [{"step": h.get("step"), **{k: round(float(h[k]), 4) for k in CURVE_KEYS if k in h and h[k] is not None}}
+            for h in history if "reward" in h]
+
+
+def _free() -> None:
+    gc.collect()
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+    except ImportError:
+        pass
+
+
+def train_speaker(cfg: Stage1Config, name: str, rows: list[dict[str, Any]], reward_ctx: RewardContext,
+                  targets: list[Path], work_dir: Path, log: ProgressLog, *, model: Any = None, tokenizer: Any = None
+                  ) -> dict[str, Any]:
+    """One GRPO run over `rows` (prompt, persona, rm_prompt, context); saves the adapter to each target."""
+    from datasets import Dataset
+    from trl import GRPOTrainer
+
+    if not rows:
+        raise ConfigError(f"No GRPO prompts for {name}: check the candidates file and the personas list.")
+    t0 = time.time()
+    reward_funcs = get_reward_funcs(cfg.rewards, reward_ctx)
+    tokenizer = tokenizer or load_tokenizer(cfg.model, padding_side="left")
+    model = model if model is not None else resolve_model(cfg.model)  # TRL loads it (ZeRO-3 aware)
+    args = build_grpo_config(cfg, work_dir, max_steps=cfg.max_steps, model_is_path=isinstance(model, str))
+    step = f"grpo:{name}"
+    trainer = GRPOTrainer(model=model, reward_funcs=reward_funcs, args=args, train_dataset=Dataset.from_list(rows),
+                          processing_class=tokenizer, peft_config=speaker_lora_config(cfg, num_layers(model)),
+                          callbacks=[make_trainer_callback(log, step)])
+    counts = parameter_counts(trainer.model)
+    before = lora_state(trainer.model)
+    trainer.train()
+    after = lora_state(trainer.model)
+    changed = sum(not before[n].equal(after[n]) for n in before)
+    files = {}
+    for target in targets:
+        files = save_adapter(trainer.model, target, base_display_name(cfg.model))
+    history = list(trainer.state.log_history)
+    metrics = {
+        "prompts": len(rows), "steps": trainer.state.global_step, "params": counts,
+        "changed_tensors": changed, "trainable_tensors": len(before), "files": files,
+        "reward_funcs": list(trainer.reward_func_names), "reward_weights": list(cfg.reward_weights),
+        "summary": curve_summary(history), "curve": curves(history),
+        "seconds": round(time.time() - t0, 1),
+    }
+    metrics["seconds_per_step"] = round(metrics["seconds"] / max(1, metrics["steps"]), 2)
+    del trainer, model
+    _free()
+    return metrics
+
+
+def adapter_jobs(cfg: Stage1Config, personas: list[Persona], speakers_dir: Path) -> list[tuple[str, list[Persona], list[Path]]]:
+    """(job name, personas whose prompts it trains on, adapter folders it writes) for the adapter mode."""
+    if cfg.adapter_mode == "shared":
+        return [("shared", personas, [speakers_dir / p.key for p in personas])]
+    return [(p.key, [p], [speakers_dir / p.key]) for p in personas]
