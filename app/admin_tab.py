@@ -1,0 +1,129 @@
+"""Train tab: launch a Stage-1 run from a recipe, follow its progress.jsonl, browse finished runs.
+
+UI wiring only; starting/stopping the subprocess and reading progress live in `mascot.train.launch`.
+Rendered by app/ui.py inside `with gr.Tab("Train"):` as `render_admin_tab(settings)`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import gradio as gr
+import pandas as pd
+
+from app.settings import Settings
+from mascot.errors import MascotError
+from mascot.train.configs import STEPS, list_recipes
+from mascot.train.launch import (
+    TrainingJobs,
+    finished_runs,
+    metric_points,
+    output_for,
+    read_progress,
+    run_summary_rows,
+    status_rows,
+    tail,
+)
+
+STATUS_HEADERS = ["step", "status", "done", "updated", "elapsed s", "message"]
+RUN_HEADERS = ["run", "created", "recipe", "judge", "contexts", "pairs", "RM held-out acc.", "adapters", "minutes"]
+
+
+def parse_overrides(text: str) -> dict[str, str]:
+    """`field=value` per line (or comma-separated) -> overrides; blank lines and # comments ignored."""
+    out: dict[str, str] = {}
+    for part in (text or "").replace(",\n", "\n").splitlines():
+        part = part.split("#", 1)[0].strip()
+        if not part:
+            continue
+        if "=" not in part:
+            raise MascotError(f"Override {part!r} must look like field=value (e.g. grpo.learning_rate=1e-4).")
+        k, v = part.split("=", 1)
+        out[k.strip().lstrip("-")] = v.strip()
+    return out
+
+
+def follow_dir(jobs: TrainingJobs, recipe: str, output: str) -> Path | None:
+    """The run folder to follow: the launched job's, else the one the form points at."""
+    if jobs.job is not None:
+        return jobs.job.output
+    try:
+        return output_for(recipe, output or None, {"checkpoints_dir": str(jobs.checkpoints_dir)})
+    except MascotError:
+        return None
+
+
+def render_admin_tab(settings: Settings) -> None:
+    jobs = TrainingJobs(checkpoints_dir=settings.checkpoints_dir)
+    recipes = list_recipes()
+
+    gr.Markdown("### Stage 1 training: judge → preference pairs → persona reward model → GRPO speakers\n"
+                "Runs `python -m mascot train stage1` in the background (one run at a time). Finished steps "
+                "are skipped when a run is started again on the same output folder.")
+    with gr.Row():
+        recipe = gr.Dropdown(recipes, value="tiny-cpu" if "tiny-cpu" in recipes else recipes[0], label="Recipe")
+        max_steps = gr.Number(value=None, precision=0, label="Max steps per trainer (empty = recipe)", minimum=1)
+        output = gr.Textbox(label="Output folder (empty = checkpoints/<run>)", placeholder="checkpoints/my-run")
+    with gr.Row():
+        only = gr.CheckboxGroup(list(STEPS), label="Steps to run (none ticked = all)")
+        overrides = gr.Textbox(label="Overrides (field=value per line)", lines=2,
+                               placeholder="max_contexts=12\ngrpo.learning_rate=1e-4")
+    with gr.Row():
+        start_btn = gr.Button("Start training", variant="primary")
+        stop_btn = gr.Button("Stop", variant="stop")
+    state_md = gr.Markdown("No run started from this app yet.")
+    status = gr.Dataframe(headers=STATUS_HEADERS, value=[], label="Steps", interactive=False, wrap=True)
+    plot = gr.LinePlot(pd.DataFrame({"step": [], "value": [], "series": []}), x="step", y="value", color="series",
+                       label="Metrics per trainer step", height=320)
+    log_box = gr.Textbox(label="Log (last lines)", lines=12, max_lines=12, autoscroll=True, interactive=False)
+    timer = gr.Timer(2.0)
+
+    with gr.Accordion("Finished runs", open=False):
+        runs_table = gr.Dataframe(headers=RUN_HEADERS, value=[], interactive=False, wrap=True)
+        with gr.Row():
+            run_pick = gr.Dropdown([], label="Run card", allow_custom_value=False)
+            refresh_btn = gr.Button("Refresh")
+        card_md = gr.Markdown()
+
+    def start(rec: str, steps: float | None, out: str, only_steps: list[str], ov_text: str) -> str:
+        try:
+            job = jobs.start(rec, max_steps=int(steps) if steps else None, output=out or None,
+                             only=list(only_steps or []) or None, overrides=parse_overrides(ov_text))
+        except MascotError as exc:
+            raise gr.Error(str(exc)) from exc
+        return f"**Running** `{' '.join(job.argv[1:])}` → `{job.output}`"
+
+    def stop() -> str:
+        return "**Stopped.**" if jobs.stop() else "No run is in progress."
+
+    def refresh(rec: str, out: str) -> tuple[Any, ...]:
+        folder = follow_dir(jobs, rec, out)
+        events = read_progress(folder / "progress.jsonl") if folder else []
+        pts = metric_points(events)
+        frame = pd.DataFrame(pts) if pts else pd.DataFrame({"step": [], "value": [], "series": []})
+        job = jobs.job
+        if job is not None:
+            head = f"**{job.state()}** · `{job.output}`"
+            log_text = tail(job.log_path)
+        else:
+            head = f"Following `{folder}` (no run started from this app)." if folder else "Nothing to follow."
+            log_text = tail(folder / "train.log") if folder else ""
+        return head, status_rows(events), frame, log_text
+
+    def list_runs() -> tuple[Any, Any]:
+        cards = finished_runs(settings.checkpoints_dir)
+        names = [c["path"] for c in cards]
+        return run_summary_rows(cards), gr.Dropdown(choices=names, value=names[0] if names else None)
+
+    def show_card(path: str | None) -> str:
+        if not path:
+            return ""
+        readme = Path(path) / "README.md"
+        return readme.read_text(encoding="utf-8") if readme.exists() else f"`{path}` has no README.md."
+
+    start_btn.click(start, [recipe, max_steps, output, only, overrides], state_md)
+    stop_btn.click(stop, None, state_md)
+    timer.tick(refresh, [recipe, output], [state_md, status, plot, log_box])
+    refresh_btn.click(list_runs, None, [runs_table, run_pick])
+    run_pick.change(show_card, run_pick, card_md)

@@ -1,0 +1,125 @@
+"""Reward functions on literals: the format reward's checks, the group z-score, the registry contract."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from mascot.errors import ConfigError
+from mascot.personas import PersonaPack
+from mascot.rewards import REWARDS, RewardContext, get_reward_funcs, group_zscore, make_persona_rm_reward, rm_prompt
+from mascot.rewards.format import FormatChecker, completion_text, make_format_reward
+
+NAMES = ["Anchor", "Catalyst", "Beacon"]
+
+
+@pytest.fixture
+def fmt():
+    return make_format_reward(NAMES, min_words=5, max_words=30, aliases={"Catalyst": ["Cathy", "Analyst"]})
+
+
+def conv(text: str) -> list[dict[str, str]]:
+    """TRL's conversational completion format."""
+    return [{"role": "assistant", "content": text}]
+
+
+@pytest.mark.parametrize(
+    "text, ok, problem",
+    [
+        ("That sounds really lonely, and it makes sense the evenings feel heavy.", True, None),
+        ("Moving to a new city on your own shows real courage. 🌈", True, None),
+        ("Anchor: That sounds really lonely and it makes sense.", False, "speaker tag"),
+        ("That sounds hard. Catalyst: what would you tell a friend?", False, "speaker tag"),
+        ("I hear you, it is hard. **Cathy:** what part is hardest?", False, "speaker tag"),
+        ("User: thanks, that helps me a lot today.", False, "speaker tag"),
+        ("As an AI, I cannot feel it, but that sounds hard.", False, "meta-talk"),
+        ("<think>be kind</think> That sounds really hard for you.", False, "meta-talk"),
+        ("That sounds hard.\nWhat part of the evening is hardest?", False, "several lines"),
+        ("It sounds like the evenings have been really", False, "unfinished"),
+        ("So sorry.", False, "too short"),
+        (" ".join(["word"] * 40) + ".", False, "too long"),
+        ("", False, "empty"),
+    ],
+)
+def test_format_checker_literals(text: str, ok: bool, problem: str | None) -> None:
+    result = FormatChecker(NAMES, 5, 30, {"Catalyst": ["Cathy"]})(text, "Anchor")
+    assert result.ok is ok, result.problems
+    if problem:
+        assert problem in result.problems
+
+
+def test_format_reward_contract(fmt) -> None:
+    completions = [conv("That sounds really lonely, and it makes sense the evenings feel heavy."),
+                   conv("Beacon: you are so brave for trying again today."), "plain text works too, it is fine."]
+    assert fmt(completions, persona=["Anchor", "Anchor", "Anchor"]) == [1.0, 0.0, 1.0]
+    assert fmt.__name__ == "format_reward"
+    assert completion_text(conv("a") + conv("b")) == "ab"
+
+
+def test_group_zscore_normalises_within_groups() -> None:
+    z = group_zscore([1.0, 2.0, 3.0, 10.0, 10.0, 0.5], ["a", "a", "a", "b", "b", "c"])
+    assert z[0] == pytest.approx(-math.sqrt(1.5)) and z[1] == pytest.approx(0.0) and z[2] == pytest.approx(math.sqrt(1.5))
+    assert z[3:5] == [0.0, 0.0]  # no spread -> no signal
+    assert z[5] == 0.0  # a group of one
+    assert sum(z[:3]) == pytest.approx(0.0)
+
+
+def test_group_zscore_keeps_nan_out_of_the_statistics() -> None:
+    z = group_zscore([1.0, math.nan, 3.0], ["g", "g", "g"])
+    assert math.isnan(z[1]) and z[0] == pytest.approx(-1.0) and z[2] == pytest.approx(1.0)
+
+
+class _FakeRM:
+    """Scores by length, so the composite reward's arithmetic is checkable by hand."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, str]] = []
+
+    def score_texts(self, prompts, responses):
+        self.seen += list(zip(prompts, responses))
+        return [float(len(r.split())) for r in responses]
+
+
+def test_persona_rm_reward_z_scores_per_prompt_and_cleans(es_pack: PersonaPack) -> None:
+    rm = _FakeRM()
+    f = make_persona_rm_reward(rm, es_pack.active, es_pack.active)  # type: ignore[arg-type]
+    logged: dict[str, float] = {}
+    out = f([conv("one two"), conv("Anchor: one two three four"), conv("x"), conv("x y z")],
+            rm_prompt=["p1", "p1", "p2", "p2"], persona=["Anchor"] * 4, log_metric=logged.__setitem__)
+    assert out == pytest.approx([-1.0, 1.0, -1.0, 1.0])
+    assert rm.seen[1][1] == "one two three four"  # the chat's clean_reply strips the own-name tag first
+    assert logged["persona_rm/raw_mean"] == pytest.approx((2 + 4 + 1 + 3) / 4)
+    assert f.__name__ == "persona_rm"
+
+
+def test_composite_reward_matches_paper_weights(es_pack: PersonaPack) -> None:
+    """R = z(r_phi) + 0.5 * r_fmt, the sum TRL forms with reward_weights=[1.0, 0.5]."""
+    ctx = RewardContext(personas=es_pack.active, roster=es_pack.active, min_words=3, max_words=30, reward_model=_FakeRM())  # type: ignore[arg-type]
+    rm_f, fmt_f = get_reward_funcs(["persona_rm", "format"], ctx)
+    completions = [conv("I hear you, that is heavy."), conv("Catalyst: so what now friend?")]
+    kw = {"rm_prompt": ["p", "p"], "persona": ["Anchor", "Anchor"]}
+    total = [a + 0.5 * b for a, b in zip(rm_f(completions, **kw), fmt_f(completions, **kw))]
+    assert total == pytest.approx([1.0 + 0.5, -1.0 + 0.0])
+
+
+def test_registry_names_and_errors(es_pack: PersonaPack) -> None:
+    assert set(REWARDS) == {"persona_rm", "format", "judge"}
+    ctx = RewardContext(personas=es_pack.active, roster=es_pack.active)
+    with pytest.raises(ConfigError, match="Valid reward names"):
+        get_reward_funcs(["nope"], ctx)
+    with pytest.raises(ConfigError, match="reward model"):
+        get_reward_funcs(["persona_rm"], ctx)
+    with pytest.raises(ConfigError, match="judge"):
+        get_reward_funcs(["judge"], ctx)
+
+
+def test_rm_prompt_layout(es_pack: PersonaPack) -> None:
+    from mascot.dialogue import Dialogue, Turn
+
+    anchor = es_pack.get("Anchor")
+    d = Dialogue([Turn("user", "I failed my test.")], situation="Driving test")
+    text = rm_prompt(anchor, d)
+    assert text.startswith("Persona: Anchor (Listener)") and "User: I failed my test." in text
+    assert text.endswith("Next message from Anchor:\n") and "Situation: Driving test" in text
+    assert rm_prompt("", "User: hi").endswith("Next message from the group:\n")

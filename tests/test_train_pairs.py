@@ -1,0 +1,85 @@
+"""Preference-pair building: the margin delta, ties, invalid verdicts, duplicates, caps, extra pairs."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from mascot.errors import ConfigError
+from mascot.train.pairs import PairStats, build_pairs, group_pairs, load_extra_pairs
+
+
+def test_margin_is_inclusive_and_orders_chosen_first() -> None:
+    pairs = group_pairs(["a", "b", "c"], [4.0, 3.5, 3.4], delta=0.5)
+    assert pairs == [(0, 1, 0.5), (0, 2, 0.6)]  # 0.5 exactly qualifies (>= delta); b vs c (0.1) does not
+
+
+def test_ties_never_pair_even_with_zero_delta() -> None:
+    st = PairStats()
+    assert group_pairs(["a", "b"], [3.0, 3.0], delta=0.0, stats=st) == []
+    assert st.below_margin == 1 and st.pairs == 0
+
+
+def test_float_error_does_not_drop_a_qualifying_pair() -> None:
+    # means of five integer criteria: 3.6 - 3.1 is 0.4999999... in floating point
+    assert group_pairs(["a", "b"], [3.6, 3.1], delta=0.5) == [(0, 1, 0.5)]
+
+
+def test_invalid_verdicts_are_dropped_and_counted() -> None:
+    st = PairStats()
+    pairs = group_pairs(["a", "b", "c", "d"], [4.0, None, math.nan, 2.0], delta=0.5, stats=st)
+    assert pairs == [(0, 3, 2.0)]
+    assert st.invalid == 2 and st.candidates == 4
+
+
+def test_duplicate_texts_pair_once() -> None:
+    st = PairStats()
+    pairs = group_pairs(["same", "same ", "other"], [4.0, 4.0, 2.0], delta=0.5, stats=st)
+    assert pairs == [(0, 2, 2.0)] and st.duplicates == 1
+
+
+def test_cap_keeps_the_widest_gaps() -> None:
+    pairs = group_pairs(list("abcd"), [5.0, 4.0, 3.0, 1.0], delta=0.5, max_pairs=2)
+    assert [(i, j) for i, j, _ in pairs] == [(0, 3), (1, 3)]
+
+
+def test_build_pairs_carries_group_fields_and_stats() -> None:
+    groups = [
+        {"group_id": "s1:anchor", "persona": "Anchor", "split": "train", "rm_prompt": "P1",
+         "candidates": ["good", "bad", "meh"], "scores": [4.2, 2.0, 3.9]},
+        {"group_id": "s2:anchor", "persona": "Anchor", "split": "rm_eval", "rm_prompt": "P2",
+         "candidates": ["x", "y"], "scores": [3.0, None]},
+    ]
+    rows, st = build_pairs(groups, delta=0.5)
+    assert [(r["chosen"], r["rejected"]) for r in rows] == [("good", "bad"), ("meh", "bad")]
+    assert all(r["prompt"] == "P1" and r["split"] == "train" and r["persona"] == "Anchor" for r in rows)
+    assert st.as_dict()["groups"] == 2 and st.invalid == 1 and st.pairs == 2
+    assert st.as_dict()["mean_margin"] == pytest.approx((2.2 + 1.9) / 2)
+
+
+def test_all_qualifying_pairs_are_kept() -> None:
+    rows, st = build_pairs([{"candidates": list("abcd"), "scores": [1.0, 2.0, 3.0, 4.0]}], delta=0.5)
+    assert st.pairs == len(rows) == 6  # every pair of a 4-candidate group differs by >= 1
+
+
+def test_extra_pairs_from_the_annotation_tool(tmp_path: Path) -> None:
+    f = tmp_path / "prefs.jsonl"
+    f.write_text("\n".join(json.dumps(r) for r in [
+        {"prompt": "User: I failed my test.", "chosen": "Anchor: That stings.", "rejected": "Anchor: ok"},
+        {"prompt": "User: hi", "chosen": "same", "rejected": "same"},  # no preference -> skipped
+    ]) + "\n")
+    rows = load_extra_pairs(f)
+    assert len(rows) == 1 and rows[0]["chosen"] == "Anchor: That stings." and rows[0]["split"] == "train"
+    assert rows[0]["prompt"].startswith("Persona: ") and "User: I failed my test." in rows[0]["prompt"]
+
+
+def test_extra_pairs_errors_name_the_file_and_line(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_extra_pairs(tmp_path / "missing.jsonl")
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"prompt": "p", "chosen": "c"}\n')
+    with pytest.raises(ConfigError, match=r"bad.jsonl:1: .*prompt, chosen and rejected"):
+        load_extra_pairs(bad)

@@ -1,0 +1,176 @@
+"""Recipes and the train CLI: loading, overrides, loud errors, the paper-gpu config (without vLLM),
+resumability helpers and the launcher's command/progress handling."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from mascot.__main__ import main as mascot_main
+from mascot.errors import ConfigError
+from mascot.train.configs import (
+    Stage1Config,
+    build_grpo_config,
+    build_reward_config,
+    coerce,
+    list_recipes,
+    load_recipe,
+    reward_lora_config,
+    speaker_lora_config,
+)
+from mascot.train.progress import Manifest, ProgressLog, atomic_path, read_progress
+
+
+def test_bundled_recipes_load() -> None:
+    assert {"tiny-cpu", "paper-gpu"} <= set(list_recipes())
+    tiny = load_recipe("tiny-cpu")
+    assert tiny.model == "embedded" and tiny.judge == "offline" and tiny.k == 4 and tiny.delta == 0.5
+    assert tiny.rewards == ["persona_rm", "format"] and tiny.reward_weights == [1.0, 0.5]
+    assert tiny.out == Path("checkpoints/tiny-cpu")
+    paper = load_recipe("paper-gpu")
+    assert paper.judge == "llm" and (paper.lora_r, paper.lora_alpha) == (16, 32)
+    assert paper.lora_target_modules == ["q_proj", "k_proj", "v_proj", "o_proj"] and paper.lora_layers is None
+    assert paper.grpo["use_vllm"] is True and paper.grpo["vllm_mode"] == "colocate"
+
+
+def test_yaml_path_and_overrides(tmp_path: Path) -> None:
+    f = tmp_path / "r.yaml"
+    f.write_text("run: mine\nk: 3\ngrpo:\n  learning_rate: 1.0e-5\n")
+    cfg = load_recipe(f, {"max-contexts": "7", "grpo.beta": "0.04", "personas": "Anchor,Beacon",
+                          "reward_model.num_train_epochs": "2", "max_steps": "none", "lora_target_modules": "[q_proj, v_proj]"})
+    assert (cfg.run, cfg.k, cfg.max_contexts, cfg.max_steps) == ("mine", 3, 7, None)
+    assert cfg.grpo == {"learning_rate": 1e-5, "beta": 0.04} and cfg.reward_model == {"num_train_epochs": 2}
+    assert cfg.personas == ["Anchor", "Beacon"] and cfg.lora_target_modules == ["q_proj", "v_proj"]
+
+
+@pytest.mark.parametrize(
+    "overrides, match",
+    [
+        ({"lora_rr": "3"}, r"Unknown option '--lora_rr'. Did you mean --lora_r.*Valid recipe fields: adapter_mode"),
+        ({"grpo.betta": "1"}, r"Unknown field 'grpo.betta'.*GRPOConfig; similar fields: beta"),
+        ({"trainer.x": "1"}, r"dotted overrides go to the sections reward_model, grpo"),
+        ({"k": "many"}, r"Field 'k' expects int"),
+        ({"grpo.output_dir": "/x"}, r"set by the pipeline itself"),
+        ({"adapter_mode": "each"}, r"Valid adapter_mode names: per-persona, shared"),
+        ({"reward_weights": "[1.0]"}, r"rewards has 2 entries but reward_weights has 1"),
+        ({"k": "1"}, r"at least 2 candidates"),
+    ],
+)
+def test_bad_fields_fail_loudly(overrides: dict[str, str], match: str) -> None:
+    with pytest.raises(ConfigError, match=match):
+        load_recipe("tiny-cpu", overrides)
+
+
+def test_unknown_recipe_and_unknown_yaml_field(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="Valid recipe names: paper-gpu, tiny-cpu"):
+        load_recipe("nope")
+    f = tmp_path / "r.yaml"
+    f.write_text("modle: x\n")
+    with pytest.raises(ConfigError, match="unknown recipe field 'modle'. Valid fields:"):
+        load_recipe(f)
+
+
+def test_coerce() -> None:
+    assert coerce("1e-5", float, "x") == 1e-5 and coerce("false", "bool | None", "x") is False
+    assert coerce("3", "int | None", "x") == 3 and coerce("none", "int | None", "x") is None
+    assert coerce("0.5,1", "list[float]", "x") == [0.5, 1.0]
+    with pytest.raises(ConfigError):
+        coerce("yes please", "bool", "x")
+
+
+def test_cli_print_config_with_overrides(capsys: pytest.CaptureFixture[str]) -> None:
+    rc = mascot_main(["train", "stage1", "--recipe", "tiny-cpu", "--max-steps", "3", "--output", "/tmp/x",
+                      "--lora-r", "4", "--grpo.beta=0.02", "--print-config"])
+    assert rc == 0
+    cfg = json.loads(capsys.readouterr().out)
+    assert (cfg["max_steps"], cfg["output_dir"], cfg["lora_r"], cfg["grpo"]["beta"]) == (3, "/tmp/x", 4, 0.02)
+
+
+def test_cli_errors_are_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    assert mascot_main(["train", "stage1", "--recipe", "tiny-cpu", "--bogus", "1", "--print-config"]) == 2
+    assert "Unknown option '--bogus'" in capsys.readouterr().err
+    assert mascot_main(["train", "stage1", "--recipe", "tiny-cpu", "--lora-r"]) == 2
+    assert "needs a value" in capsys.readouterr().err
+
+
+def test_paper_gpu_configs_build_without_vllm(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setitem(sys.modules, "vllm", None)  # any `import vllm` now raises ImportError
+    cfg = load_recipe("paper-gpu")
+    grpo = build_grpo_config(cfg, tmp_path / "g", validate_only=True, model_is_path=True)
+    assert grpo.use_vllm and grpo.vllm_mode == "colocate" and grpo.num_generations == 8 and grpo.beta == 0.04
+    assert grpo.reward_weights == [1.0, 0.5] and grpo.max_completion_length == 256 and grpo.bf16
+    assert grpo.model_init_kwargs == {"dtype": "bfloat16"} and grpo.chat_template_kwargs == {"enable_thinking": False}
+    assert grpo.generation_batch_size % grpo.num_generations == 0
+    rm = build_reward_config(cfg, tmp_path / "r", validate_only=True)
+    assert rm.learning_rate == 1e-5 and rm.num_train_epochs == 1 and rm.max_length == 2048
+    lora = speaker_lora_config(cfg)
+    assert (lora.r, lora.lora_alpha, sorted(lora.target_modules)) == (16, 32, ["k_proj", "o_proj", "q_proj", "v_proj"])
+    assert reward_lora_config(cfg).modules_to_save == ["score"]
+
+
+def test_paper_lora_share_is_0187_percent() -> None:
+    from mascot.train.modeling import qwen3_8b_config, trainable_share_from_config
+
+    cfg = load_recipe("paper-gpu")
+    share = trainable_share_from_config(qwen3_8b_config(), cfg.lora_r, cfg.lora_alpha, cfg.lora_target_modules)
+    assert share["trainable"] == 36 * 16 * (2 * (4096 + 4096) + 2 * (4096 + 1024))
+    assert round(share["share_pct"], 3) == 0.187
+
+
+def test_tiny_cpu_configs_build(tmp_path: Path) -> None:
+    cfg = load_recipe("tiny-cpu")
+    grpo = build_grpo_config(cfg, tmp_path, max_steps=2)
+    assert grpo.max_steps == 2 and grpo.num_generations == 4 and grpo.use_cpu and not grpo.use_vllm
+    assert speaker_lora_config(cfg, num_layers=30).layers_to_transform == list(range(20, 30))
+
+
+def test_manifest_progress_and_atomic_writes(tmp_path: Path) -> None:
+    m = Manifest(tmp_path / "manifest.json")
+    m.mark("generate", metrics={"n": 1, "nan": float("nan")})
+    assert Manifest(tmp_path / "manifest.json").done("generate")
+    log = ProgressLog(tmp_path / "progress.jsonl")
+    log.event("grpo:anchor", "metrics", 1, 10, {"reward": 0.5})
+    with (tmp_path / "progress.jsonl").open("a") as f:
+        f.write('{"half": ')  # a writer mid-line
+    assert read_progress(tmp_path / "progress.jsonl")[0]["metrics"] == {"reward": 0.5}
+    target = tmp_path / "out.txt"
+    with pytest.raises(RuntimeError):
+        with atomic_path(target) as tmp:
+            tmp.write_text("partial")
+            raise RuntimeError("crash mid-write")
+    assert not target.exists() and not list(tmp_path.glob(".out.txt*"))
+
+
+def test_redo_expands_to_later_steps_and_jobs(es_pack) -> None:
+    from mascot.train.stage1 import expand_redo
+
+    cfg = Stage1Config()
+    assert expand_redo(["reward_model"], cfg, es_pack.active) == {
+        "reward_model", "grpo", "grpo:anchor", "grpo:catalyst", "grpo:beacon"}
+    assert expand_redo(["grpo:beacon"], cfg, es_pack.active) == {"grpo:beacon"}
+    with pytest.raises(ConfigError, match="Jobs of this recipe"):
+        expand_redo(["grpo:nobody"], cfg, es_pack.active)
+
+
+def test_launcher_command_and_progress_tables(tmp_path: Path) -> None:
+    from mascot.train.launch import build_command, metric_points, status_rows
+
+    argv = build_command("tiny-cpu", max_steps=2, output=str(tmp_path), only=["generate"], overrides={"max_contexts": 4})
+    assert argv[1:6] == ["-m", "mascot", "train", "stage1", "--recipe"] and "--max-contexts" not in argv
+    assert argv[-2:] == ["--max_contexts", "4"] and "--only" in argv
+    with pytest.raises(ConfigError):
+        build_command("tiny-cpu", overrides={"nonsense": 1})
+    events = [
+        {"time": 1.0, "step": "generate", "status": "started"},
+        {"time": 2.0, "step": "generate", "status": "progress", "done": 8, "total": 16},
+        {"time": 3.0, "step": "generate", "status": "done"},
+        {"time": 4.0, "step": "grpo:anchor", "status": "metrics", "done": 1, "total": 10,
+         "metrics": {"reward": 0.25, "rewards/format_reward/mean": "0.5", "epoch": 0.1}},
+    ]
+    rows = status_rows(events)
+    assert rows[0][:3] == ["generate", "done", "8/16"] and rows[1][:3] == ["grpo:anchor", "running", "1/10"]
+    pts = metric_points(events)
+    assert {p["series"] for p in pts} == {"grpo:anchor reward", "grpo:anchor rewards/format_reward/mean"}
