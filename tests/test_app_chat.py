@@ -38,7 +38,7 @@ def test_submit_and_stream_render_named_personas(handlers):
     assert titles and all(t.startswith("🎬 Director →") for t in titles)
 
 
-@pytest.mark.parametrize("text, fragment", [("   ", "empty"), ("x" * 4001, "limit is 4,000")])
+@pytest.mark.parametrize("text, fragment", [("   ", "empty"), ("x" * 4001, "limit is 4,000")], ids=["blank", "too-long"])
 def test_bad_messages_are_not_sent(handlers, text, fragment):
     s = handlers.new_session()
     box, _, s, pending, notice = handlers.submit(text, s)
