@@ -123,3 +123,25 @@ def test_rm_prompt_layout(es_pack: PersonaPack) -> None:
     assert text.startswith("Persona: Anchor (Listener)") and "User: I failed my test." in text
     assert text.endswith("Next message from Anchor:\n") and "Situation: Driving test" in text
     assert rm_prompt("", "User: hi").endswith("Next message from the group:\n")
+
+
+def test_judge_reward_is_z_scored_per_group_and_skips_invalid(es_pack: PersonaPack) -> None:
+    import json as _json
+
+    from mascot.dialogue import Dialogue, Turn
+    from mascot.judges.base import CRITERIA, Verdict
+
+    class _Judge:
+        def score_batch(self, items):  # aggregate = number of words, capped at 5; "bad" -> invalid
+            return [Verdict.invalid("x") if it.response == "bad" else
+                    Verdict({k: float(min(5, len(it.response.split()))) for k in CRITERIA}, True) for it in items]
+
+    ctx = RewardContext(personas=es_pack.active, roster=es_pack.active, judge=_Judge())
+    (f,) = get_reward_funcs(["judge"], ctx)
+    c1 = _json.dumps(Dialogue([Turn("user", "hi")]).to_dict())
+    c2 = _json.dumps(Dialogue([Turn("user", "hello")]).to_dict())
+    logged: dict[str, float] = {}
+    out = f([conv("a b"), conv("a b c d"), conv("bad"), conv("x"), conv("x y z")],
+            persona=["Anchor"] * 5, context=[c1, c1, c1, c2, c2], log_metric=logged.__setitem__)
+    assert out[:2] == pytest.approx([-1.0, 1.0]) and out[2] is None and out[3:] == pytest.approx([-1.0, 1.0])
+    assert logged["judge/raw_mean"] == pytest.approx((2 + 4 + 1 + 3) / 4) and f.__name__ == "judge_reward"

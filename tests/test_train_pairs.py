@@ -83,3 +83,20 @@ def test_extra_pairs_errors_name_the_file_and_line(tmp_path: Path) -> None:
     bad.write_text('{"prompt": "p", "chosen": "c"}\n')
     with pytest.raises(ConfigError, match=r"bad.jsonl:1: .*prompt, chosen and rejected"):
         load_extra_pairs(bad)
+
+
+def test_warm_start_targets_rank_by_criterion(es_pack) -> None:
+    from mascot.dialogue import Dialogue, Turn
+    from mascot.train.data import sft_rows
+
+    ctx = Dialogue([Turn("user", "I failed my test.")]).to_dict()
+    groups = [{"group_id": "s1:anchor", "persona": "Anchor", "context": ctx, "directive": None}]
+    judged = [{"group_id": "s1:anchor", "candidates": ["generic but fine", "I hear you, that stings.", ""],
+               "scores": [3.8, 3.2, 5.0],
+               "criteria": [{"consistency": 2.0}, {"consistency": 4.5}, {"consistency": 5.0}]}]
+    by_name = {p.name: p for p in es_pack.personas}
+    (row,) = sft_rows(groups, judged, by_name, es_pack.active)
+    assert row["completion"][0]["content"] == "generic but fine"  # by aggregate; empty texts never chosen
+    (row,) = sft_rows(groups, judged, by_name, es_pack.active, criterion="consistency")
+    assert row["completion"][0]["content"] == "I hear you, that stings." and row["prompt"][0]["role"] == "system"
+    assert sft_rows(groups, judged, by_name, es_pack.active, min_score=4.0) == []

@@ -28,12 +28,14 @@ def test_bundled_recipes_load() -> None:
     assert {"tiny-cpu", "paper-gpu"} <= set(list_recipes())
     tiny = load_recipe("tiny-cpu")
     assert tiny.model == "embedded" and tiny.judge == "offline" and tiny.k == 4 and tiny.delta == 0.5
-    assert tiny.rewards == ["persona_rm", "format"] and tiny.reward_weights == [1.0, 0.5]
+    assert tiny.rewards == ["persona_rm", "format", "judge"] and tiny.reward_weights == [1.0, 0.5, 1.0]
+    assert tiny.sft_warm_start and tiny.sft_criterion == "consistency" and tiny.sft["num_train_epochs"] == 2
     assert tiny.out == Path("checkpoints/tiny-cpu")
     paper = load_recipe("paper-gpu")
     assert paper.judge == "llm" and (paper.lora_r, paper.lora_alpha) == (16, 32)
     assert paper.lora_target_modules == ["q_proj", "k_proj", "v_proj", "o_proj"] and paper.lora_layers is None
     assert paper.grpo["use_vllm"] is True and paper.grpo["vllm_mode"] == "colocate"
+    assert paper.rewards == ["persona_rm", "format"] and paper.reward_weights == [1.0, 0.5]  # the paper's R
 
 
 def test_yaml_path_and_overrides(tmp_path: Path) -> None:
@@ -55,7 +57,8 @@ def test_yaml_path_and_overrides(tmp_path: Path) -> None:
         ({"k": "many"}, r"Field 'k' expects int"),
         ({"grpo.output_dir": "/x"}, r"set by the pipeline itself"),
         ({"adapter_mode": "each"}, r"Valid adapter_mode names: per-persona, shared"),
-        ({"reward_weights": "[1.0]"}, r"rewards has 2 entries but reward_weights has 1"),
+        ({"reward_weights": "[1.0]"}, r"rewards has 3 entries but reward_weights has 1"),
+        ({"sft.learning_rat": "1"}, r"Unknown field 'sft.learning_rat'.*SFTConfig; similar fields: learning_rate"),
         ({"k": "1"}, r"at least 2 candidates"),
     ],
 )

@@ -105,6 +105,7 @@ def test_stage1_end_to_end_on_a_tiny_model(tiny_model_dir: Path, tmp_path: Path,
     for key in ("anchor", "catalyst", "beacon"):
         g = card["grpo"][key]
         assert g["steps"] == 2 and g["changed_tensors"] > 0, g
+        assert g["sft"]["steps"] == 2 and g["sft"]["examples"] == 3  # the warm start ran first (capped too)
         folder = out / "speakers" / key
         assert sorted(p.name for p in folder.iterdir()) == ["README.md", "adapter_config.json", "adapter_model.safetensors"]
         assert json.loads((folder / "adapter_config.json").read_text())["base_model_name_or_path"] == str(tiny_model_dir)

@@ -9,6 +9,7 @@ each function separately (`rewards/<__name__>/mean`) and combines them with `rew
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -49,7 +50,9 @@ def _format(ctx: RewardContext) -> RewardFunc:
 
 
 def _judge(ctx: RewardContext) -> RewardFunc:
-    """The judge's aggregate (1-5) mapped to [0, 1]; invalid verdicts give None (ignored by TRL)."""
+    """The judge's aggregate (1-5) z-scored within each group, like `persona_rm` (so the two have the same
+    scale under `reward_weights`); invalid verdicts give None (ignored by TRL). The raw aggregate is logged
+    as `judge/raw_mean`. RLAIF without the reward-model distillation: useful when the RM is data-starved."""
     if ctx.judge is None:
         raise ConfigError("The 'judge' reward needs a judge (set `judge:` in the recipe).")
     from mascot.dialogue import Dialogue
@@ -58,14 +61,19 @@ def _judge(ctx: RewardContext) -> RewardFunc:
 
     by_name = {p.name: p for p in ctx.personas}
 
-    def judge_reward(completions: list[Any], persona: list[str], context: list[str], **kwargs: Any) -> list[float | None]:
+    def judge_reward(completions: list[Any], persona: list[str], context: list[str],
+                     log_metric: Callable[[str, float], None] | None = None, **kwargs: Any) -> list[float | None]:
         items = []
         for c, name, ctx_json in zip(completions, persona, context):
             p = by_name[name]
             text = clean_reply(completion_text(c), p, ctx.roster)
             items.append(JudgeItem(p, ctx.roster, Dialogue.from_dict(json.loads(ctx_json)), text, ctx.setting))
-        verdicts = ctx.judge.score_batch(items)
-        return [(v.aggregate - 1.0) / 4.0 if v.valid else None for v in verdicts]
+        raw = [v.aggregate if v.valid else math.nan for v in ctx.judge.score_batch(items)]
+        valid = [r for r in raw if not math.isnan(r)]
+        if log_metric is not None and valid:
+            log_metric("judge/raw_mean", sum(valid) / len(valid))
+        keys = [f"{n}\n{c}" for n, c in zip(persona, context)]
+        return [None if math.isnan(z) else z for z in group_zscore(raw, keys)]
 
     return judge_reward
 

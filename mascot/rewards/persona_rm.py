@@ -25,8 +25,9 @@ def rm_prompt(persona: Persona | str, dialogue: Dialogue | str, name: str | None
     `persona` may be a Persona or free text (e.g. pairs exported by the annotation tool, which carry
     no persona); `dialogue` may be a Dialogue or an already rendered context.
     """
-    if isinstance(persona, Persona):
-        desc, name = persona.describe(), name or persona.name
+    if isinstance(persona, Persona):  # compact card: every scored text carries it, and CPU time is per token
+        desc = f"{persona.name} ({persona.role}): {persona.goal}" + (f" Style: {persona.style}" if persona.style else "")
+        name = name or persona.name
     else:
         desc, name = persona or "A companion group answering the user together.", name or "the group"
     if isinstance(dialogue, Dialogue):

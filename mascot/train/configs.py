@@ -28,10 +28,11 @@ RECIPES_DIR = Path(__file__).resolve().parent.parent / "recipes"
 STEPS = ("generate", "judge", "pairs", "reward_model", "grpo")
 ADAPTER_MODES = ("per-persona", "shared")
 CONTEXT_MODES = ("round", "opening")
-SECTIONS = ("reward_model", "grpo")
+SECTIONS = ("reward_model", "grpo", "sft")
 # GRPOConfig fields the pipeline sets itself from top-level fields; setting them in `grpo:` is an error.
 _MANAGED_GRPO = ("output_dir", "reward_weights")
 _MANAGED_RM = ("output_dir",)
+_MANAGED_SFT = ("output_dir",)
 
 
 @dataclass
@@ -111,10 +112,22 @@ class Stage1Config:
     format_max_words: int = field(default=150, metadata={"help": "Format reward: most words in a reply."})
     grpo_max_prompts: int | None = field(default=None, metadata={"help": "Cap on GRPO prompts per persona (None = all train contexts)."})
     rm_batch_size: int = field(default=16, metadata={"help": "Batch size when the reward model scores completions."})
+    sft_warm_start: bool = field(
+        default=False,
+        metadata={"help": "Before GRPO, fine-tune each adapter on its persona's best-judged candidate per context "
+                  "(rejection-sampling SFT; the paper's pi_SFT stage, §7.3, with judged candidates as the targets)."},
+    )
+    sft_min_score: float = field(default=0.0, metadata={"help": "Warm start: only targets whose ranking score is at least this."})
+    sft_criterion: str | None = field(
+        default=None,
+        metadata={"help": "Warm start: rank candidates by this judge criterion (e.g. consistency, ties broken by the "
+                  "aggregate) instead of by the aggregate."},
+    )
 
     # ---------------------------------------------------------------- TRL sections
     reward_model: dict[str, Any] = field(default_factory=dict, metadata={"help": "trl.RewardConfig fields."})
     grpo: dict[str, Any] = field(default_factory=dict, metadata={"help": "trl.GRPOConfig fields."})
+    sft: dict[str, Any] = field(default_factory=dict, metadata={"help": "trl.SFTConfig fields (warm start)."})
 
     # filled by load_recipe
     recipe: str = field(default="", metadata={"help": "Where the recipe came from (set automatically)."})
@@ -138,6 +151,7 @@ class Stage1Config:
             raise ConfigError("format_min_words must not exceed format_max_words.")
         _check_section("reward_model", self.reward_model, _reward_config_fields(), _MANAGED_RM)
         _check_section("grpo", self.grpo, _grpo_config_fields(), _MANAGED_GRPO)
+        _check_section("sft", self.sft, _sft_config_fields(), _MANAGED_SFT)
 
     # -------------------------------------------------------------- derived
     @property
@@ -169,6 +183,16 @@ def _grpo_config_fields() -> dict[str, Any]:
     return _config_fields(GRPOConfig)
 
 
+def _sft_config_fields() -> dict[str, Any]:
+    from trl import SFTConfig
+
+    return _config_fields(SFTConfig)
+
+
+_SECTION_FIELDS = {"reward_model": ("RewardConfig", _reward_config_fields), "grpo": ("GRPOConfig", _grpo_config_fields),
+                   "sft": ("SFTConfig", _sft_config_fields)}
+
+
 def stage1_fields() -> dict[str, Any]:
     return {f.name: f for f in dataclasses.fields(Stage1Config) if f.name != "recipe"}
 
@@ -183,7 +207,7 @@ def _check_section(name: str, values: dict[str, Any], valid: dict[str, Any], man
         if key not in valid:
             close = difflib.get_close_matches(key, list(valid), n=5, cutoff=0.6)
             raise ConfigError(
-                f"Unknown field '{name}.{key}'. It must be a field of trl.{'RewardConfig' if name == 'reward_model' else 'GRPOConfig'}"
+                f"Unknown field '{name}.{key}'. It must be a field of trl.{_SECTION_FIELDS[name][0]}"
                 + (f"; similar fields: {', '.join(close)}" if close else "") + "."
             )
 
@@ -264,7 +288,7 @@ def _coerce_top(name: str, value: Any) -> Any:
 
 
 def _coerce_section(section: str, key: str, value: Any) -> Any:
-    valid = _reward_config_fields() if section == "reward_model" else _grpo_config_fields()
+    valid = _SECTION_FIELDS[section][1]()
     if key not in valid:
         _check_section(section, {key: value}, valid, ())
     return coerce(value, valid[key].type, f"{section}.{key}")
@@ -325,7 +349,7 @@ def config_from_dict(data: dict[str, Any], overrides: dict[str, Any] | None = No
             hint = f" Did you mean {', '.join('--' + c for c in close)}?" if close else ""
             raise ConfigError(
                 f"Unknown option '--{raw_key}'.{hint} Valid recipe fields: {', '.join(sorted(k for k in top if k not in SECTIONS))}; "
-                f"TRL trainer fields go as --reward_model.<field> or --grpo.<field>."
+                f"TRL trainer fields go as --reward_model.<field>, --grpo.<field> or --sft.<field>."
             )
     cfg = Stage1Config(**values)
     cfg.recipe = source
@@ -393,6 +417,17 @@ def _layers(cfg: Stage1Config, num_layers: int | None) -> dict[str, Any]:
         raise ConfigError("lora_layers needs the model's number of layers (pass num_layers).")
     n = min(cfg.lora_layers, num_layers)
     return {"layers_to_transform": list(range(num_layers - n, num_layers))}
+
+
+def build_sft_config(cfg: Stage1Config, output_dir: str | Path, *, validate_only: bool = False,
+                     model_is_path: bool = False) -> Any:
+    """The `trl.SFTConfig` of the optional warm start (completion-only loss on the persona's best candidates)."""
+    from trl import SFTConfig
+
+    kw: dict[str, Any] = {"report_to": "none", "seed": cfg.seed, "save_strategy": "no", "logging_steps": 1}
+    kw.update(cfg.sft)
+    _model_init(kw, cfg, model_is_path)
+    return SFTConfig(output_dir=str(output_dir), **_device_safe(kw, validate_only))
 
 
 def speaker_lora_config(cfg: Stage1Config, num_layers: int | None = None) -> Any:

@@ -173,3 +173,28 @@ def grpo_rows(groups: Sequence[dict[str, Any]], personas_by_name: dict[str, Pers
         })
     random.Random(seed).shuffle(rows)
     return rows[:max_prompts] if max_prompts else rows
+
+
+def sft_rows(groups: Sequence[dict[str, Any]], judged: Sequence[dict[str, Any]], personas_by_name: dict[str, Persona],
+             roster: Sequence[Persona], persona: str | None = None, min_score: float = 0.0,
+             criterion: str | None = None) -> list[dict[str, Any]]:
+    """Warm-start examples: per group (context), the best-judged non-empty candidate in prompt-completion
+    format with the same speaker prompt as GRPO and the chat. Ranked by the aggregate, or by one criterion
+    (ties broken by the aggregate); groups whose best ranking score is below `min_score` are skipped."""
+    scores = {j["group_id"]: j for j in judged}
+    rows = []
+    for g in groups:
+        if (persona is not None and g["persona"] != persona) or g["group_id"] not in scores:
+            continue
+        j = scores[g["group_id"]]
+        crit = j.get("criteria") or [None] * len(j["scores"])
+        ranked = sorted((((c or {}).get(criterion, s) if criterion else s, s, t)
+                         for s, c, t in zip(j["scores"], crit, j["candidates"]) if s is not None and t.strip()),
+                        key=lambda x: (x[0], x[1]), reverse=True)
+        if not ranked or ranked[0][0] < min_score:
+            continue
+        p = personas_by_name[g["persona"]]
+        directive = Directive(**g["directive"]) if g.get("directive") else None
+        rows.append({"prompt": speaker_messages(p, list(roster), Dialogue.from_dict(g["context"]), directive),
+                     "completion": [{"role": "assistant", "content": ranked[0][2]}], "score": ranked[0][1]})
+    return rows

@@ -89,7 +89,7 @@ def save_adapter(model: Any, target: str | Path, base_name: str, adapter_name: s
     cfg.base_model_name_or_path = base_name
     try:
         with atomic_path(target) as tmp:
-            model.save_pretrained(str(tmp), selected_adapters=[adapter_name])
+            model.save_pretrained(str(tmp), selected_adapters=[adapter_name], save_embedding_layers=False)
             src = tmp / adapter_name if adapter_name != "default" and (tmp / adapter_name).is_dir() else tmp
             if src != tmp:  # PEFT nests non-default adapters in a subfolder
                 for f in src.iterdir():

@@ -67,13 +67,12 @@ def train_reward_model(cfg: Stage1Config, train_pairs: list[dict[str, Any]], eva
     after = lora_state(trainer.model)
     changed = sum(not before[n].equal(after[n]) for n in before)
     rm = PersonaRewardModel(trainer.model, tokenizer, max_length=args.max_length or 1024, batch_size=cfg.rm_batch_size)
-    acc_train = pair_accuracy(rm, train_pairs[:64])  # a sample: scoring is a full forward pass per text
     acc_eval = pair_accuracy(rm, eval_pairs)
     files = save_adapter(trainer.model, target, base_display_name(cfg.model))
     losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
     return {
         "train_pairs": len(train_pairs), "eval_pairs": len(eval_pairs),
-        "eval_accuracy_before": acc_before, "eval_accuracy": acc_eval, "train_accuracy_sample64": acc_train,
+        "eval_accuracy_before": acc_before, "eval_accuracy": acc_eval,
         "train_loss": round(float(result.training_loss), 4), "first_loss": losses[0] if losses else None,
         "last_loss": losses[-1] if losses else None, "steps": trainer.state.global_step,
         "changed_tensors": changed, "trainable_tensors": len(before), "params": counts, "files": files,

@@ -91,11 +91,12 @@ def render_markdown(card: dict[str, Any]) -> str:
         lines += ["## Reward model", "",
                   f"Bradley–Terry + LoRA, {_fmt(rm.get('steps'))} steps on {_fmt(rm.get('train_pairs'))} pairs. "
                   f"Held-out pair accuracy {_fmt(rm.get('eval_accuracy'))} on {_fmt(rm.get('eval_pairs'))} pairs "
-                  f"(before training {_fmt(rm.get('eval_accuracy_before'))}); accuracy on 64 training pairs {_fmt(rm.get('train_accuracy_sample64'))}; "
+                  f"(before training {_fmt(rm.get('eval_accuracy_before'))}); "
                   f"loss {_fmt(rm.get('first_loss'))} → {_fmt(rm.get('last_loss'))}.", ""]
     if card.get("grpo"):
-        lines += ["## GRPO speakers", "", "| adapter | steps | s/step | reward first → last | persona_rm (z) | format | RM raw |",
-                  "|---|---|---|---|---|---|---|"]
+        lines += ["## GRPO speakers", "", "Mean over the first and last 3 logged steps (z-scored components average 0 by "
+                  "construction; the raw RM / judge means show the trend).", "",
+                  "| adapter | steps | s/step | reward | format | RM raw | judge raw |", "|---|---|---|---|---|---|---|"]
         for name, m in card["grpo"].items():
             s = m.get("summary", {})
 
@@ -104,7 +105,7 @@ def render_markdown(card: dict[str, Any]) -> str:
                 return f"{v['first']:.3f} → {v['last']:.3f}" if v else "—"
 
             lines.append(f"| {name} | {_fmt(m.get('steps'))} | {_fmt(m.get('seconds_per_step'))} | {fl('reward')} | "
-                         f"{fl('rewards/persona_rm/mean')} | {fl('rewards/format_reward/mean')} | {fl('persona_rm/raw_mean')} |")
+                         f"{fl('rewards/format_reward/mean')} | {fl('persona_rm/raw_mean')} | {fl('judge/raw_mean')} |")
         lines.append("")
     lines += ["## Files", ""]
     for name, a in card.get("adapters", {}).items():

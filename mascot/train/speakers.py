@@ -21,7 +21,7 @@ from mascot.train.modeling import base_display_name, load_tokenizer, num_layers,
 from mascot.train.progress import ProgressLog, make_trainer_callback
 
 CURVE_KEYS = ("reward", "reward_std", "rewards/persona_rm/mean", "rewards/format_reward/mean",
-              "rewards/judge_reward/mean", "persona_rm/raw_mean", "loss", "completions/mean_length",
+              "rewards/judge_reward/mean", "persona_rm/raw_mean", "judge/raw_mean", "loss", "completions/mean_length",
               "completions/clipped_ratio", "kl", "entropy")
 
 
@@ -54,10 +54,39 @@ def _free() -> None:
         pass
 
 
+def warm_start(cfg: Stage1Config, name: str, rows: list[dict[str, Any]], model: Any, tokenizer: Any, work_dir: Path,
+               log: ProgressLog) -> tuple[Any, dict[str, Any]]:
+    """Optional supervised warm start: LoRA SFT (completion-only loss) on the persona's best candidates.
+    Returns the PEFT model (its adapter trainable, to be continued by GRPO) and metrics."""
+    from datasets import Dataset
+    from trl import SFTTrainer
+
+    from mascot.train.configs import build_sft_config
+
+    t0 = time.time()
+    args = build_sft_config(cfg, work_dir, model_is_path=isinstance(model, str))
+    if cfg.max_steps is not None:
+        args.max_steps = cfg.max_steps  # --max-steps caps every trainer, the warm start included
+    data = Dataset.from_list([{"prompt": r["prompt"], "completion": r["completion"]} for r in rows])
+    trainer = SFTTrainer(model=model, args=args, train_dataset=data, processing_class=tokenizer,
+                         peft_config=speaker_lora_config(cfg, num_layers(model)),
+                         callbacks=[make_trainer_callback(log, f"sft:{name}")])
+    trainer.train()
+    losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
+    peft_model = trainer.model
+    metrics = {"examples": len(rows), "steps": trainer.state.global_step, "first_loss": losses[0] if losses else None,
+               "last_loss": losses[-1] if losses else None,
+               "mean_target_score": round(sum(r["score"] for r in rows) / len(rows), 3),
+               "seconds": round(time.time() - t0, 1)}
+    del trainer
+    return peft_model, metrics
+
+
 def train_speaker(cfg: Stage1Config, name: str, rows: list[dict[str, Any]], reward_ctx: RewardContext,
-                  targets: list[Path], work_dir: Path, log: ProgressLog, *, model: Any = None, tokenizer: Any = None
-                  ) -> dict[str, Any]:
-    """One GRPO run over `rows` (prompt, persona, rm_prompt, context); saves the adapter to each target."""
+                  targets: list[Path], work_dir: Path, log: ProgressLog, *, model: Any = None, tokenizer: Any = None,
+                  sft_rows: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """One GRPO run over `rows` (prompt, persona, rm_prompt, context), after an optional SFT warm start on
+    `sft_rows`; saves the adapter to each target."""
     from datasets import Dataset
     from trl import GRPOTrainer
 
@@ -67,10 +96,16 @@ def train_speaker(cfg: Stage1Config, name: str, rows: list[dict[str, Any]], rewa
     reward_funcs = get_reward_funcs(cfg.rewards, reward_ctx)
     tokenizer = tokenizer or load_tokenizer(cfg.model, padding_side="left")
     model = model if model is not None else resolve_model(cfg.model)  # TRL loads it (ZeRO-3 aware)
+    sft_metrics = None
+    if sft_rows:
+        model, sft_metrics = warm_start(cfg, name, sft_rows, model, tokenizer, work_dir / "sft", log)
+        tokenizer.padding_side = "left"
     args = build_grpo_config(cfg, work_dir, max_steps=cfg.max_steps, model_is_path=isinstance(model, str))
     step = f"grpo:{name}"
+    # a warm-started PeftModel continues its adapter; otherwise GRPOTrainer wraps the base with a fresh LoRA
+    peft_config = None if sft_metrics is not None else speaker_lora_config(cfg, num_layers(model))
     trainer = GRPOTrainer(model=model, reward_funcs=reward_funcs, args=args, train_dataset=Dataset.from_list(rows),
-                          processing_class=tokenizer, peft_config=speaker_lora_config(cfg, num_layers(model)),
+                          processing_class=tokenizer, peft_config=peft_config,
                           callbacks=[make_trainer_callback(log, step)])
     counts = parameter_counts(trainer.model)
     before = lora_state(trainer.model)
@@ -85,7 +120,7 @@ def train_speaker(cfg: Stage1Config, name: str, rows: list[dict[str, Any]], rewa
         "prompts": len(rows), "steps": trainer.state.global_step, "params": counts,
         "changed_tensors": changed, "trainable_tensors": len(before), "files": files,
         "reward_funcs": list(trainer.reward_func_names), "reward_weights": list(cfg.reward_weights),
-        "summary": curve_summary(history), "curve": curves(history),
+        "summary": curve_summary(history), "curve": curves(history), "sft": sft_metrics,
         "seconds": round(time.time() - t0, 1),
     }
     metrics["seconds_per_step"] = round(metrics["seconds"] / max(1, metrics["steps"]), 2)

@@ -182,11 +182,12 @@ def step_reward_model(run: Run) -> dict[str, Any]:
 def step_grpo(run: Run) -> dict[str, Any]:
     from mascot.rewards import RewardContext
     from mascot.rewards.persona_rm import PersonaRewardModel
-    from mascot.train.data import grpo_rows
+    from mascot.train.data import grpo_rows, sft_rows
     from mascot.train.speakers import adapter_jobs, train_speaker
 
     cfg = run.cfg
     groups = read_jsonl(_need(run, "generate", "candidates.jsonl"))
+    judged = read_jsonl(_need(run, "judge", "judged.jsonl")) if cfg.sft_warm_start else []
     rm = None
     if "persona_rm" in cfg.rewards:
         rm_dir = reward_model_dir(run.out)
@@ -214,8 +215,11 @@ def step_grpo(run: Run) -> dict[str, Any]:
             results[name] = run.manifest.get(sub).get("metrics", {})
             continue
         rows = [r for p in personas for r in grpo_rows(groups, run.by_name, run.roster, p.name, cfg.grpo_max_prompts, cfg.seed)]
-        run.progress.event(sub, "started", 0, cfg.max_steps or cfg.grpo.get("max_steps"), {"prompts": len(rows)})
-        metrics = train_speaker(cfg, name, rows, ctx, targets, run.work / f"grpo-{name}", run.progress)
+        warm = [r for p in personas for r in sft_rows(groups, judged, run.by_name, run.roster, p.name, cfg.sft_min_score, cfg.sft_criterion)] \
+            if cfg.sft_warm_start else None
+        run.progress.event(sub, "started", 0, cfg.max_steps or cfg.grpo.get("max_steps"),
+                           {"prompts": len(rows), "warm_start_examples": len(warm) if warm is not None else None})
+        metrics = train_speaker(cfg, name, rows, ctx, targets, run.work / f"grpo-{name}", run.progress, sft_rows=warm)
         run.manifest.mark(sub, metrics=metrics)
         run.progress.event(sub, "done", metrics["steps"], metrics["steps"], {k: v for k, v in metrics.items() if k != "curve"})
         results[name] = metrics
