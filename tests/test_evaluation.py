@@ -197,3 +197,16 @@ def test_sft_adapters_route_through_their_own_names(tmp_path: Path, tiny_scenari
     assert results["systems"]["sft"]["status"] == "ok"
     assert "no adapter for Catalyst, Beacon" in results["systems"]["sft"]["notes"][0]
     assert {c.adapter for c in backend.calls} == {"sft-anchor", None}
+
+
+@pytest.mark.slow
+def test_eval_on_the_embedded_model(tmp_path: Path, tiny_scenarios: Path) -> None:
+    """The real path: SmolLM2-135M through the transformers backend, offline judge, one scenario per valence."""
+    results = run_eval(EvalConfig(systems=["zero-shot", "few-shot"], scenarios=str(tiny_scenarios), backend="transformers",
+                                  max_new_tokens=24, output=str(tmp_path / "real"), progress=False))
+    for name in ("zero-shot", "few-shot"):
+        s = results["systems"][name]
+        assert s["status"] == "ok" and s["n_rounds"] == 3 and s["invalid"] == 0
+        assert 0 <= s["table"]["all"][OVERALL]["overall"]["mean"] <= 100
+    rounds = [json.loads(x) for x in Path(results["outputs"]["rounds"]).read_text().splitlines()]
+    assert all(t["text"].strip() for r in rounds for t in r["turns"])
