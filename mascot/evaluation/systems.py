@@ -27,7 +27,7 @@ from mascot.engine import Engine, EngineConfig
 from mascot.errors import unknown_name
 from mascot.judges.base import Judge, JudgeItem
 from mascot.personas import Persona, PersonaPack
-from mascot.speaker import Speaker, adapter_name
+from mascot.speaker import Speaker
 
 @dataclass
 class Round:
