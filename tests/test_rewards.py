@@ -145,3 +145,12 @@ def test_judge_reward_is_z_scored_per_group_and_skips_invalid(es_pack: PersonaPa
             persona=["Anchor"] * 5, context=[c1, c1, c1, c2, c2], log_metric=logged.__setitem__)
     assert out[:2] == pytest.approx([-1.0, 1.0]) and out[2] is None and out[3:] == pytest.approx([-1.0, 1.0])
     assert logged["judge/raw_mean"] == pytest.approx((2 + 4 + 1 + 3) / 4) and f.__name__ == "judge_reward"
+
+
+def test_trim_to_sentence_finishes_cut_off_targets() -> None:
+    from mascot.rewards.format import is_finished, trim_to_sentence
+
+    assert trim_to_sentence("That sounds really hard for you. It makes sense that you feel") == "That sounds really hard for you."
+    assert trim_to_sentence("Short. And then the") == "Short. And then the"  # too little would be left
+    assert trim_to_sentence("You did it! 🌈") == "You did it! 🌈" and is_finished("You did it! 🌈")
+    assert not is_finished("and then the")

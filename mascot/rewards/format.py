@@ -38,6 +38,29 @@ def completion_text(completion: Any) -> str:
     return str(completion)
 
 
+def is_finished(text: str) -> bool:
+    """True if the text ends like a finished utterance (sentence punctuation, closing quote, emoji)."""
+    return bool(_FINISHED.search(text.strip()))
+
+
+def trim_to_sentence(text: str, min_words: int = 5) -> str:
+    """Cut a reply that stops mid-sentence (token budget) back to its last finished sentence, if that
+    leaves at least `min_words` words; otherwise return it unchanged.
+
+    >>> trim_to_sentence("That sounds hard. It makes sense you feel tired, and when the")
+    'That sounds hard. It makes sense you feel tired, and when the'
+    >>> trim_to_sentence("That sounds really hard for you. It makes sense that you feel")
+    'That sounds really hard for you.'
+    """
+    t = text.strip()
+    if is_finished(t):
+        return t
+    ends = [m.end() for m in re.finditer(r"[.!?…][\"'”’)\]]*(?=\s)", t)]
+    if ends and count_words(t[: ends[-1]]) >= min_words:
+        return t[: ends[-1]].strip()
+    return t
+
+
 def count_words(text: str) -> int:
     return len(_WORD.findall(text))
 

@@ -96,7 +96,8 @@ def render_markdown(card: dict[str, Any]) -> str:
     if card.get("grpo"):
         lines += ["## GRPO speakers", "", "Mean over the first and last 3 logged steps (z-scored components average 0 by "
                   "construction; the raw RM / judge means show the trend).", "",
-                  "| adapter | steps | s/step | reward | format | RM raw | judge raw |", "|---|---|---|---|---|---|---|"]
+                  "| adapter | warm start (steps, loss) | GRPO steps | s/GRPO step | reward | format | RM raw | judge raw |",
+                  "|---|---|---|---|---|---|---|---|"]
         for name, m in card["grpo"].items():
             s = m.get("summary", {})
 
@@ -104,7 +105,9 @@ def render_markdown(card: dict[str, Any]) -> str:
                 v = s.get(key)
                 return f"{v['first']:.3f} → {v['last']:.3f}" if v else "—"
 
-            lines.append(f"| {name} | {_fmt(m.get('steps'))} | {_fmt(m.get('seconds_per_step'))} | {fl('reward')} | "
+            sft = m.get("sft") or {}
+            warm = f"{sft.get('steps')}, {_fmt(sft.get('first_loss'))} → {_fmt(sft.get('last_loss'))}" if sft else "—"
+            lines.append(f"| {name} | {warm} | {_fmt(m.get('steps'))} | {_fmt(m.get('seconds_per_step'))} | {fl('reward')} | "
                          f"{fl('rewards/format_reward/mean')} | {fl('persona_rm/raw_mean')} | {fl('judge/raw_mean')} |")
         lines.append("")
     lines += ["## Files", ""]

@@ -109,7 +109,9 @@ def train_speaker(cfg: Stage1Config, name: str, rows: list[dict[str, Any]], rewa
                           callbacks=[make_trainer_callback(log, step)])
     counts = parameter_counts(trainer.model)
     before = lora_state(trainer.model)
+    t_grpo = time.time()
     trainer.train()
+    grpo_seconds = time.time() - t_grpo
     after = lora_state(trainer.model)
     changed = sum(not before[n].equal(after[n]) for n in before)
     files = {}
@@ -123,7 +125,8 @@ def train_speaker(cfg: Stage1Config, name: str, rows: list[dict[str, Any]], rewa
         "summary": curve_summary(history), "curve": curves(history), "sft": sft_metrics,
         "seconds": round(time.time() - t0, 1),
     }
-    metrics["seconds_per_step"] = round(metrics["seconds"] / max(1, metrics["steps"]), 2)
+    metrics["grpo_seconds"] = round(grpo_seconds, 1)
+    metrics["seconds_per_step"] = round(grpo_seconds / max(1, metrics["steps"]), 2)  # GRPO steps only
     del trainer, model
     _free()
     return metrics
