@@ -233,7 +233,7 @@ def run_summary_rows(cards: list[dict[str, Any]]) -> list[list[Any]]:
         rows.append([c.get("run"), c.get("created"), c.get("recipe"), c.get("judge"),
                      (c.get("data") or {}).get("contexts"), (c.get("pairs") or {}).get("pairs"),
                      None if acc is None else round(acc, 3), ", ".join(c.get("adapters") or {}),
-                     round((c.get("seconds") or {}).get("total_all_steps") or 0) / 60 if c.get("seconds") else None])
+                     round(((c.get("seconds") or {}).get("total_all_steps") or 0) / 60, 1) if c.get("seconds") else None])
     return rows
 
 

@@ -1,0 +1,57 @@
+"""The Train tab's wiring and the launcher's process handling (no training is started)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from mascot.errors import ConfigError, MascotError
+from mascot.train.launch import Job, TrainingJobs, finished_runs, run_summary_rows, tail
+
+
+def test_admin_tab_renders_and_parses_overrides(tmp_path: Path) -> None:
+    import gradio as gr
+
+    from app.admin_tab import parse_overrides, render_admin_tab
+    from app.settings import Settings
+
+    with gr.Blocks():
+        with gr.Tab("Train"):
+            render_admin_tab(Settings(checkpoints_dir=str(tmp_path), data_dir=str(tmp_path)))
+    assert parse_overrides("max_contexts=12\n# a comment\ngrpo.learning_rate = 1e-4") == {
+        "max_contexts": "12", "grpo.learning_rate": "1e-4"}
+    with pytest.raises(MascotError, match="field=value"):
+        parse_overrides("nonsense")
+
+
+def test_stop_ends_the_process_group_and_one_job_at_a_time(tmp_path: Path) -> None:
+    jobs = TrainingJobs(checkpoints_dir=tmp_path)
+    # a stand-in for a training run: a parent with a child, in its own session like `start` creates
+    proc = subprocess.Popen([sys.executable, "-c", "import subprocess, sys, time; "
+                             "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); time.sleep(60)"],
+                            start_new_session=True)
+    jobs.job = Job(["python"], tmp_path, proc)
+    assert jobs.job.state() == "running"
+    with pytest.raises(ConfigError, match="already in progress"):
+        jobs.start("tiny-cpu", max_steps=1, output=str(tmp_path / "x"))
+    assert jobs.stop(timeout=5) is True
+    assert jobs.job.state() == "stopped" and proc.returncode is not None
+    assert jobs.stop() is False
+
+
+def test_finished_runs_and_log_tail(tmp_path: Path) -> None:
+    import json
+
+    run = tmp_path / "r1"
+    run.mkdir()
+    (run / "run_card.json").write_text(json.dumps({
+        "run": "r1", "created": "2026-01-01 00:00:00", "recipe": "tiny-cpu", "judge": "offline",
+        "data": {"contexts": 24}, "pairs": {"pairs": 183}, "reward_model": {"eval_accuracy": 0.6},
+        "adapters": {"Anchor": {}}, "seconds": {"total_all_steps": 120.0}}))
+    rows = run_summary_rows(finished_runs(tmp_path))
+    assert rows == [["r1", "2026-01-01 00:00:00", "tiny-cpu", "offline", 24, 183, 0.6, "Anchor", 2.0]]
+    (run / "train.log").write_text("a\nprogress 10%\rprogress 50%\rprogress 100%\nlast line\n")
+    assert tail(run / "train.log", 2) == "progress 100%\nlast line"
