@@ -24,6 +24,7 @@ import tracemalloc
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import mascot  # noqa: E402,F401  (sets OMP_WAIT_POLICY=PASSIVE before torch starts its thread pool)
 
 
 def rss_mb() -> float:
@@ -88,8 +89,13 @@ def run(args: argparse.Namespace) -> dict:
         rows.append({"prompt": speaker_messages(persona, roster, d, default_directive(persona)), "persona": persona.name,
                      "rm_prompt": rm_prompt(persona, d), "context": json.dumps(d.to_dict())})
     rm, rm_source = build_reward_model(cfg, Path(args.reward_model) if args.reward_model else None)
+    judge = None
+    if "judge" in cfg.rewards:
+        from mascot.judges import load_judge
+
+        judge = load_judge(cfg.judge, **cfg.judge_kwargs)
     ctx = RewardContext(personas=[persona], roster=roster, min_words=cfg.format_min_words,
-                        max_words=cfg.format_max_words, reward_model=rm, setting=pack.setting)
+                        max_words=cfg.format_max_words, reward_model=rm, judge=judge, setting=pack.setting)
     tok = load_tokenizer(cfg.model)
     model_path = resolve_model(cfg.model)
     with tempfile.TemporaryDirectory() as tmp:

@@ -100,3 +100,6 @@ def test_warm_start_targets_rank_by_criterion(es_pack) -> None:
     (row,) = sft_rows(groups, judged, by_name, es_pack.active, criterion="consistency")
     assert row["completion"][0]["content"] == "I hear you, that stings." and row["prompt"][0]["role"] == "system"
     assert sft_rows(groups, judged, by_name, es_pack.active, min_score=4.0) == []
+    judged[0]["candidates"][0] = "That sounds really hard for you. It makes sense that you"
+    (row,) = sft_rows(groups, judged, by_name, es_pack.active, trim=True)
+    assert row["completion"][0]["content"] == "That sounds really hard for you."

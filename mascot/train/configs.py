@@ -116,6 +116,10 @@ class Stage1Config:
                   "(rejection-sampling SFT; the paper's pi_SFT stage, §7.3, with judged candidates as the targets)."},
     )
     sft_min_score: float = field(default=0.0, metadata={"help": "Warm start: only targets whose ranking score is at least this."})
+    sft_trim: bool = field(
+        default=False,
+        metadata={"help": "Warm start: cut targets that stop mid-sentence back to their last finished sentence."},
+    )
     sft_criterion: str | None = field(
         default=None,
         metadata={"help": "Warm start: rank candidates by this judge criterion (e.g. consistency, ties broken by the "

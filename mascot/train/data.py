@@ -178,12 +178,12 @@ def grpo_rows(groups: Sequence[dict[str, Any]], personas_by_name: dict[str, Pers
 
 def sft_rows(groups: Sequence[dict[str, Any]], judged: Sequence[dict[str, Any]], personas_by_name: dict[str, Persona],
              roster: Sequence[Persona], persona: str | None = None, min_score: float = 0.0,
-             criterion: str | None = None) -> list[dict[str, Any]]:
+             criterion: str | None = None, trim: bool = False) -> list[dict[str, Any]]:
     """Warm-start examples: per group (context), the best-judged non-empty candidate in prompt-completion
     format with the same speaker prompt as GRPO and the chat. Ranked by the aggregate, or by one criterion
     (ties broken by the aggregate); groups whose best ranking score is below `min_score` are skipped.
-    Targets cut off by the token budget are trimmed to their last finished sentence, so the adapter
-    learns to end its message (the chat template's end-of-turn token follows the target)."""
+    With `trim`, targets cut off by the token budget are trimmed to their last finished sentence, so the
+    adapter learns to end its message (the chat template's end-of-turn token follows the target)."""
     scores = {j["group_id"]: j for j in judged}
     rows = []
     for g in groups:
@@ -199,6 +199,6 @@ def sft_rows(groups: Sequence[dict[str, Any]], judged: Sequence[dict[str, Any]],
         p = personas_by_name[g["persona"]]
         directive = Directive(**g["directive"]) if g.get("directive") else None
         rows.append({"prompt": speaker_messages(p, list(roster), Dialogue.from_dict(g["context"]), directive),
-                     "completion": [{"role": "assistant", "content": trim_to_sentence(ranked[0][2])}],
+                     "completion": [{"role": "assistant", "content": trim_to_sentence(ranked[0][2]) if trim else ranked[0][2]}],
                      "score": ranked[0][1]})
     return rows

@@ -9,6 +9,7 @@ re-runs named steps). Every event also goes to `<output>/progress.jsonl` for the
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 import traceback
@@ -21,7 +22,7 @@ from mascot.checkpoints import reward_model_dir, speakers_dir
 from mascot.errors import ConfigError
 from mascot.personas import Persona, PersonaPack, load_pack
 from mascot.train.configs import STEPS, Stage1Config, world_size
-from mascot.train.progress import Manifest, ProgressLog, read_jsonl, write_json, write_jsonl
+from mascot.train.progress import Manifest, ProgressLog, read_jsonl, read_progress, write_json, write_jsonl
 
 log = logging.getLogger(__name__)
 DATA_STEPS = ("generate", "judge", "pairs")
@@ -86,7 +87,10 @@ def step_generate(run: Run) -> dict[str, Any]:
     scenarios = select_contexts(scenarios, cfg.max_contexts, cfg.seed)
     rm_eval = assign_rm_eval([s.id for s in scenarios], cfg.rm_eval_fraction, cfg.seed)
     partial = run.work / "candidates.partial.jsonl"
-    done = {g["group_id"]: g for g in read_jsonl(partial)} if partial.exists() else {}
+    # a run killed mid-write leaves at most one broken last line: read_progress skips it
+    done = {g["group_id"]: g for g in read_progress(partial) if "group_id" in g}
+    if partial.exists():
+        write_jsonl(partial, list(done.values()))  # drop a broken line before appending after it
     backend = load_backend(cfg.backend, model=cfg.model, dtype=cfg.dtype)
     params = GenerationParams(max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature, top_p=cfg.top_p,
                               repetition_penalty=cfg.repetition_penalty, stop=STOP)
@@ -95,8 +99,6 @@ def step_generate(run: Run) -> dict[str, Any]:
     bar.update(len(done) * cfg.k)
     counter = {"n": len(done) * cfg.k, "t": time.time(), "t0": time.time()}
     partial.parent.mkdir(parents=True, exist_ok=True)
-    import json
-
     with partial.open("a", encoding="utf-8") as f:
         def on_group(g: dict[str, Any]) -> None:
             f.write(json.dumps(g, ensure_ascii=False) + "\n")
@@ -215,7 +217,8 @@ def step_grpo(run: Run) -> dict[str, Any]:
             results[name] = run.manifest.get(sub).get("metrics", {})
             continue
         rows = [r for p in personas for r in grpo_rows(groups, run.by_name, run.roster, p.name, cfg.grpo_max_prompts, cfg.seed)]
-        warm = [r for p in personas for r in sft_rows(groups, judged, run.by_name, run.roster, p.name, cfg.sft_min_score, cfg.sft_criterion)] \
+        warm = [r for p in personas for r in sft_rows(groups, judged, run.by_name, run.roster, p.name, cfg.sft_min_score, cfg.sft_criterion,
+                                                   cfg.sft_trim)] \
             if cfg.sft_warm_start else None
         run.progress.event(sub, "started", 0, cfg.max_steps or cfg.grpo.get("max_steps"),
                            {"prompts": len(rows), "warm_start_examples": len(warm) if warm is not None else None})
