@@ -139,7 +139,9 @@ def test_stage1_end_to_end_on_a_tiny_model(tiny_model_dir: Path, tmp_path: Path,
 
     # resuming: a second invocation skips every finished step
     n_before = len(read_progress(out / "progress.jsonl"))
+    card_text = (out / "run_card.json").read_text()
     main(cfg, show_bars=False)
+    assert (out / "run_card.json").read_text() == card_text  # nothing ran, so the card keeps its timings
     new = read_progress(out / "progress.jsonl")[n_before:]
     assert {e["step"] for e in new if e["status"] == "skipped"} >= {"generate", "judge", "pairs", "reward_model", "grpo"}
     assert not any(e["status"] == "started" and e["step"] != "run" for e in new)

@@ -256,7 +256,7 @@ assert tuple(STEP_FUNCS) == STEPS
 # ------------------------------------------------------------------- main
 def main(cfg: Stage1Config, only: list[str] | None = None, redo: list[str] | None = None, show_bars: bool = True) -> dict[str, Any]:
     """Run (or resume) the Stage-1 pipeline; returns the run card dict."""
-    from mascot.train.runcard import write_run_card
+    from mascot.train.runcard import read_run_card, write_run_card
 
     for s in [*(only or []), *(redo or [])]:
         if s not in STEPS and not s.startswith("grpo:"):
@@ -282,6 +282,7 @@ def main(cfg: Stage1Config, only: list[str] | None = None, redo: list[str] | Non
     run.progress.event("run", "started", metrics={"recipe": cfg.recipe, "steps": ",".join(steps),
                                                   "speaker_lora_share_pct": (share or {}).get("share_pct")})
     t_start = time.time()
+    ran: list[str] = []
     for step in steps:
         redo_step = step in run.cache["redo"] or (step == "grpo" and any(r.startswith("grpo:") for r in run.cache["redo"]))
         if run.manifest.done(step) and not redo_step:
@@ -299,13 +300,17 @@ def main(cfg: Stage1Config, only: list[str] | None = None, redo: list[str] | Non
                 log.debug(traceback.format_exc())
             raise
         metrics["seconds"] = round(time.time() - t0, 1)
+        ran.append(step)
         if not metrics.pop("_complete", True):  # some GRPO adapters were left for another invocation
             run.progress.event(step, "progress", message="some adapters are not trained yet")
             continue
         run.manifest.mark(step, metrics=metrics)
         run.progress.event(step, "done", metrics=_short(metrics))
         print(f"[stage1] {step}: done in {metrics['seconds']:.0f}s {_short(metrics)}")
-    card = write_run_card(run, time.time() - t_start)
+
+    card = read_run_card(run.out)
+    if ran or card is None:  # a run that only skipped finished steps keeps its card (and its timings)
+        card = write_run_card(run, time.time() - t_start)
     run.progress.event("run", "done", metrics={"run_card": str(run.out / "run_card.json")})
     return card
 
