@@ -345,8 +345,8 @@ def render_chat_tab(engine: Engine, settings: Settings) -> ChatHandlers:
     settings_inputs = [mode, max_speakers, manual_pick, use_adapters]
     submit_args = dict(fn=h.submit, inputs=[msg, state], outputs=[msg, chatbot, state, pending, notice], queue=False)
     respond_args = dict(fn=h.respond, inputs=[pending, state, *settings_inputs], outputs=[chatbot, state])
-    ev1 = msg.submit(**submit_args).then(**respond_args)
-    ev2 = send.click(**submit_args).then(**respond_args)
+    msg.submit(**submit_args).then(**respond_args)
+    send.click(**submit_args).then(**respond_args)
     stop.click(h.stop, [state], None, queue=False)
 
     def regenerate(s: ChatSession, m: str, k: int, pick: list[str], ad: bool, request: gr.Request):
@@ -369,5 +369,4 @@ def render_chat_tab(engine: Engine, settings: Settings) -> ChatHandlers:
     e_save.click(lambda *a: h.save_persona(*a[:-1], False, a[-1]), [edit_pick, *edit_fields, state], [state, *panel])
     e_add.click(lambda *a: h.save_persona(*a[:-1], True, a[-1]), [edit_pick, *edit_fields, state], [state, *panel])
     gr.api(h.api_chat, api_name="chat")
-    del ev1, ev2
     return h

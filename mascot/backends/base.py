@@ -94,9 +94,6 @@ class Backend(ABC):
 
         raise BackendError(f"The {self.kind} backend does not support LoRA adapters (asked for {name!r} at {path}).")
 
-    def has_adapter(self, name: str | None) -> bool:
-        return name is None or name in self.adapters
-
     @abstractmethod
     def info(self) -> BackendInfo:
         """Describe the loaded model for the UI and run cards."""
