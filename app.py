@@ -1,6 +1,8 @@
 """Start the MASCOT app: `python app.py [--host H] [--port P] [--backend B] [--model M] [--mode MODE]`.
 
-Every flag also reads a `MASCOT_<NAME>` environment variable (see app/settings.py)."""
+Every flag also reads a `MASCOT_<NAME>` environment variable (see app/settings.py). Passwords are read
+from the environment only (MASCOT_ADMIN_PASSWORD, or MASCOT_AUTH for the optional chat login), never
+from a flag, so they do not show in the process list."""
 
 from __future__ import annotations
 
@@ -13,8 +15,8 @@ from app.settings import Settings
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__)
-    for name in ("host", "backend", "model", "mode", "pack", "dtype", "checkpoints_dir", "data_dir", "openai_base_url",
-                 "annotation_db_url", "auth"):
+    for name in ("host", "backend", "model", "mode", "pack", "dtype", "checkpoints_dir", "runs_dir", "data_dir",
+                 "openai_base_url", "annotation_db_url", "auth", "admin_users_file"):
         p.add_argument(f"--{name.replace('_', '-')}", dest=name, default=None)
     p.add_argument("--port", type=int, default=None)
     p.add_argument("--annotate-only", action="store_true", default=None,

@@ -23,13 +23,12 @@ from annotation.schemas import StudyConfig
 from annotation.stats import study_stats
 from annotation.store import StudyStore
 from mascot.errors import MascotError
+from mascot.locations import annotation_db_url
 
 
 def default_db_url() -> str:
     """The app's database: MASCOT_ANNOTATION_DB_URL, else sqlite:///<data_dir>/annotation.db."""
-    from app.settings import Settings  # stdlib-only module; one source of truth for the default
-
-    return Settings.from_env().annotation_db_url
+    return annotation_db_url()
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -21,6 +21,10 @@ class HoldExpired(AnnotationError):
     """The annotator's hold on an item expired and the item went to someone else."""
 
 
+class AnnotatorInUse(AnnotationError):
+    """Another browser session holds this annotator id (its server-issued key does not match)."""
+
+
 class InvalidInput(AnnotationError, InputError):
     """An argument (choice, rating, annotator id, study setting) is invalid."""
 

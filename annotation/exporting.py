@@ -1,5 +1,8 @@
 """Exports: judgments as CSV or JSONL (with system names resolved), preference pairs for reward models.
 
+CSV cells that a spreadsheet would run as a formula (annotator ids, comments, system names starting
+with = + - @ tab or CR) are written with a leading apostrophe; JSONL keeps every value as is.
+
 `export_preferences` writes `{prompt, chosen, rejected}` rows (TRL's preference format): one row per
 decisive judgment on an ordinary item; ties, both-bad votes and attention checks are skipped.
 """
@@ -50,6 +53,17 @@ def _value(v: Any) -> Any:
     return v.item() if hasattr(v, "item") else v
 
 
+FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_safe(value: Any) -> Any:
+    """Neutralise spreadsheet formula injection: text cells starting with = + - @ tab or CR get a
+    leading apostrophe (OWASP's advice), so a spreadsheet shows them as text instead of running them."""
+    if isinstance(value, str) and value.startswith(FORMULA_PREFIXES):
+        return "'" + value
+    return value
+
+
 def render_dialogue(turns_json: str) -> str:
     """Stored turns -> 'Speaker: text' lines (the text form used for preference pairs)."""
     return "\n".join(
@@ -64,7 +78,7 @@ def export_judgments(store: StudyStore, *, study_id: str, fmt: Literal["csv", "j
         writer = csv.writer(out)
         writer.writerow(CSV_COLUMNS)
         for row in frame[list(CSV_COLUMNS)].itertuples(index=False):
-            writer.writerow(["" if _value(v) is None else _value(v) for v in row])
+            writer.writerow(["" if _value(v) is None else csv_safe(_value(v)) for v in row])
     elif fmt == "jsonl":
         for record in frame.to_dict(orient="records"):
             record = {k: _value(v) for k, v in record.items()}

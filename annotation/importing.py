@@ -175,7 +175,9 @@ def import_judgments(store: StudyStore, *, study_id: str, path: str | Path) -> I
         reader = csv.DictReader(fh)
         header = [h.strip() for h in reader.fieldnames or []]
         missing = [c for c in JUDGMENT_REQUIRED if c not in header]
-        unknown = [c for c in header if c not in JUDGMENT_REQUIRED + JUDGMENT_OPTIONAL]
+        # Unknown columns are named by position only: the header may be any text (even a file that
+        # is not a CSV at all), and an error message must not echo a file's content.
+        unknown = [i for i, c in enumerate(header, start=1) if c not in JUDGMENT_REQUIRED + JUDGMENT_OPTIONAL]
         if missing or unknown:
             raise ImportValidationError(
                 str(path),
@@ -183,7 +185,7 @@ def import_judgments(store: StudyStore, *, study_id: str, path: str | Path) -> I
                     (
                         1,
                         (f"header is missing {missing} " if missing else "")
-                        + (f"has unknown columns {unknown} " if unknown else "")
+                        + (f"has {len(unknown)} unknown column(s), at position(s) {unknown[:10]} " if unknown else "")
                         + f"(required: {list(JUDGMENT_REQUIRED)}; optional: {list(JUDGMENT_OPTIONAL)})",
                     )
                 ],

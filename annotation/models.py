@@ -118,6 +118,8 @@ class Annotator(Base):
     study_id: Mapped[str] = mapped_column(ForeignKey("studies.id", ondelete="CASCADE"))
     external_id: Mapped[str] = mapped_column(String(200))
     created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+    # SHA-256 of the key the server issued to the first browser session using this id (None: unbound).
+    session_key: Mapped[str | None] = mapped_column(String(64), nullable=True)
 
     __table_args__ = (UniqueConstraint("study_id", "external_id", name="uq_annotators_study_external"),)
 

@@ -67,6 +67,11 @@ def mask_system_names(text: str, names: Iterable[str]) -> str:
     return text if pattern is None else pattern.sub(MASK, text)
 
 
+# A vote recorded this soon after its task was served came from a script, not a reader: flagged as
+# too fast in every study, whatever its own minimum (the server measures the time).
+API_SPEED_SECONDS = 1.0
+
+
 def is_too_fast(seconds: float | None, min_seconds: float) -> bool:
     """True when a vote took less than the study's minimum time (reading two dialogues takes time)."""
     return seconds is not None and min_seconds > 0 and seconds < min_seconds

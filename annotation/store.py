@@ -7,8 +7,11 @@ Open with `StudyStore("sqlite:///data/annotation.db")`; the schema is migrated o
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import secrets
 import time
+import unicodedata
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
@@ -21,7 +24,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from annotation import assignment as assign
 from annotation.blind import blind_task
 from annotation.db import WriteGate, open_database, writer
-from annotation.errors import HoldExpired, InvalidInput, StudyClosed, StudyNotFound
+from annotation.errors import AnnotatorInUse, HoldExpired, InvalidInput, StudyClosed, StudyNotFound
 from annotation.models import Annotator, Assignment, Judgment, Study, System, utcnow
 from annotation.monitoring import study_overview
 from annotation.schemas import (
@@ -33,9 +36,15 @@ from annotation.schemas import (
     SubmitResult,
     Task,
 )
-from annotation.voting import HOLD_EXPIRED_MESSAGE, Vote, check_choice, record_vote
+from annotation.voting import HOLD_EXPIRED_MESSAGE, Vote, check_choice, check_comment, record_vote
 
 T = TypeVar("T")
+MAX_ANNOTATOR_CHARS = 200
+ANNOTATOR_IN_USE_MESSAGE = (
+    "This annotator ID is already in use in another browser session, so this session may not answer "
+    "under it. If it is yours, continue in the browser where you started; otherwise check the ID you "
+    "typed. If you lost that browser, ask the researcher to release your ID."
+)
 Clock = Callable[[], datetime]
 
 
@@ -55,13 +64,28 @@ def _config(study: Study) -> StudyConfig:
 
 
 def _clean_annotator(annotator: str) -> str:
-    value = (annotator or "").strip()
-    if not value or len(value) > 200:
+    value = (annotator or "").strip() if isinstance(annotator, str) else ""
+    if not value or len(value) > MAX_ANNOTATOR_CHARS or any(unicodedata.category(ch)[0] == "C" for ch in value):
+        shown = repr(value[:40]) + ("…" if len(value) > 40 else "")
         raise InvalidInput(
-            f"Invalid annotator id {annotator!r}: give 1-200 characters, e.g. your Prolific ID "
-            "(the ?annotator=... part of the study link)."
+            f"Invalid annotator id {shown}: give 1-{MAX_ANNOTATOR_CHARS} printable characters, e.g. your "
+            "Prolific ID (the ?annotator=... part of the study link)."
         )
     return value
+
+
+def _key_hash(session_key: str) -> str:
+    return hashlib.sha256(session_key.encode()).hexdigest()
+
+
+def _check_key(person: Annotator, session_key: str | None) -> None:
+    """Bind an unbound annotator to `session_key`; refuse a different key (another browser session)."""
+    if session_key is None:
+        return
+    if person.session_key is None:
+        person.session_key = _key_hash(session_key)
+    elif not hmac.compare_digest(person.session_key, _key_hash(session_key)):
+        raise AnnotatorInUse(ANNOTATOR_IN_USE_MESSAGE)
 
 
 class StudyStore:
@@ -176,13 +200,35 @@ class StudyStore:
             )
 
     # ---- annotator flow -----------------------------------------------------------------------
-    def next_task(self, *, study_id: str, annotator: str) -> Task | Finished:
-        """The annotator's current task (same one after a reload), a new one, or `Finished`."""
+    def next_task(self, *, study_id: str, annotator: str, session_key: str | None = None) -> Task | Finished:
+        """The annotator's current task (same one after a reload), a new one, or `Finished`.
+
+        `session_key` is the key the server issued to this browser session (the annotator page always
+        gives one): the first key used with an annotator id is bound to it, and a different key is
+        refused with AnnotatorInUse, so a second browser cannot act under the same id.
+        """
         external = _clean_annotator(annotator)
-        return self.write(lambda session: self._serve(session, study_id, external, self._clock()))
+        return self.write(lambda session: self._serve(session, study_id, external, self._clock(),
+                                                      session_key=session_key))
+
+    def release_annotator(self, *, study_id: str, annotator: str) -> bool:
+        """Forget the session key bound to an annotator id (they lost their browser); False if unknown."""
+        external = _clean_annotator(annotator)
+
+        def run(session: Session) -> bool:
+            person = session.scalars(
+                select(Annotator).where(Annotator.study_id == study_id, Annotator.external_id == external)
+            ).first()
+            if person is None:
+                return False
+            person.session_key = None
+            return True
+
+        return self.write(run)
 
     def _serve(
-        self, session: Session, study_id: str, external: str, now: datetime, annotator_id: int | None = None
+        self, session: Session, study_id: str, external: str, now: datetime, annotator_id: int | None = None,
+        session_key: str | None = None,
     ) -> Task | Finished:
         """Serve inside a write transaction; `annotator_id` skips the lookup by external id."""
         study = self.study_row(session, study_id, lock=True)
@@ -200,9 +246,11 @@ class StudyStore:
             person = Annotator(study_id=study.id, external_id=external, created_at=now)
             session.add(person)
             session.flush()
+        _check_key(person, session_key)
         current, progress = assign.acquire(session, study=study, annotator=person, now=now)
         if current is None:
-            return Finished(progress=progress, completion_code=study.completion_code)
+            # The code is earned by work: at least one finished task (which the quota implies).
+            return Finished(progress=progress, completion_code=study.completion_code if progress.done > 0 else None)
         return blind_task(session, study=study, assignment=current, progress=progress)
 
     def submit(
@@ -227,7 +275,7 @@ class StudyStore:
         Raises:
             HoldExpired: the hold lapsed and the item went to someone else; nothing was recorded.
         """
-        vote = Vote(token, check_choice(choice), left, right, comment, seconds)
+        vote = Vote(token, check_choice(choice), left, right, check_comment(comment), seconds)
         try:
             result = self.write(lambda session: record_vote(session, vote, now=self._clock())[0])
         except IntegrityError:
@@ -251,7 +299,7 @@ class StudyStore:
         Same arguments as `submit`. The result is None when the hold had expired (nothing recorded);
         the next task is served either way.
         """
-        vote = Vote(token, check_choice(choice), left, right, comment, seconds)
+        vote = Vote(token, check_choice(choice), left, right, check_comment(comment), seconds)
 
         def run(session: Session) -> tuple[SubmitResult | None, Task | Finished]:
             now = self._clock()

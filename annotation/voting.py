@@ -16,7 +16,7 @@ from annotation import assignment as assign
 from annotation.blind import item_choice, side_ratings
 from annotation.errors import InvalidInput, StudyNotFound
 from annotation.models import Assignment, Item, Judgment, Study
-from annotation.quality import attention_passed, is_too_fast
+from annotation.quality import API_SPEED_SECONDS, attention_passed, is_too_fast
 from annotation.schemas import SHOWN_CHOICES, Ratings, SubmitResult
 
 HOLD_EXPIRED_MESSAGE = (
@@ -35,6 +35,21 @@ class Vote:
     right: Ratings = Ratings()
     comment: str = ""
     seconds: float | None = None
+
+
+MAX_COMMENT_CHARS = 2000
+
+
+def check_comment(comment: str | None) -> str:
+    """Validate a vote's free-text comment before opening a transaction (length, no NUL)."""
+    text = comment or ""
+    if not isinstance(text, str) or len(text) > MAX_COMMENT_CHARS or "\x00" in text:
+        size = len(text) if isinstance(text, str) else 0
+        raise InvalidInput(
+            f"The comment is {size:,} characters long (or holds a NUL character); keep it under "
+            f"{MAX_COMMENT_CHARS:,} plain characters and vote again."
+        )
+    return text
 
 
 def check_choice(choice: str) -> str:
@@ -87,7 +102,7 @@ def record_vote(session: Session, vote: Vote, *, now: datetime) -> tuple[SubmitR
         **side_ratings(vote.left, vote.right, a_left),
         "comment": (vote.comment or "").strip(),
         "seconds": took,
-        "too_fast": is_too_fast(took, study.min_seconds),
+        "too_fast": is_too_fast(took, max(study.min_seconds, API_SPEED_SECONDS)),
         "attention_passed": attention_passed(picked, item.expected_choice if item.is_attention else None),
         "source": "app",
         "created_at": now,

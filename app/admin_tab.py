@@ -14,6 +14,7 @@ import pandas as pd
 
 from app.settings import Settings
 from mascot.errors import MascotError
+from mascot.safe_paths import resolve_inside
 from mascot.train.configs import STEPS, list_recipes
 from mascot.train.launch import (
     TrainingJobs,
@@ -44,12 +45,36 @@ def parse_overrides(text: str) -> dict[str, str]:
     return out
 
 
-def follow_dir(jobs: TrainingJobs, recipe: str, output: str) -> Path | None:
-    """The run folder to follow: the launched job's, else the one the form points at."""
+def run_roots(settings: Settings) -> list[Path]:
+    """The folders training output, followed logs and recipe files may be in."""
+    return [Path(settings.checkpoints_dir), Path(settings.runs_dir)]
+
+
+def check_recipe(recipe: str, settings: Settings) -> str:
+    """A bundled recipe name, or a recipe file inside the checkpoints/runs folders (else refused)."""
+    if recipe in list_recipes():
+        return recipe
+    return str(resolve_inside(recipe or "", run_roots(settings), what="recipe file"))
+
+
+def confined_output(recipe: str, output: str | None, overrides: dict[str, str], settings: Settings) -> Path:
+    """Where a run with these settings writes, provided that is inside the checkpoints/runs folders.
+
+    Checked on the final folder, so an override of `checkpoints_dir`, `output_dir` or `run` cannot
+    lead elsewhere either; `..`, outside absolute paths and escaping symlinks are refused."""
+    out = output_for(check_recipe(recipe, settings), output or None,
+                     {"checkpoints_dir": settings.checkpoints_dir, **overrides})
+    return resolve_inside(out, run_roots(settings), what="output folder")
+
+
+def follow_dir(jobs: TrainingJobs, recipe: str, output: str, settings: Settings | None = None) -> Path | None:
+    """The run folder to follow: the launched job's, else the one the form points at (if allowed)."""
     if jobs.job is not None:
         return jobs.job.output
     try:
-        return output_for(recipe, output or None, {"checkpoints_dir": str(jobs.checkpoints_dir)})
+        if settings is None:
+            return output_for(recipe, output or None, {"checkpoints_dir": str(jobs.checkpoints_dir)})
+        return confined_output(recipe, output, {}, settings)
     except MascotError:
         return None
 
@@ -88,8 +113,11 @@ def render_admin_tab(settings: Settings) -> None:
 
     def start(rec: str, steps: float | None, out: str, only_steps: list[str], ov_text: str) -> str:
         try:
-            job = jobs.start(rec, max_steps=int(steps) if steps else None, output=out or None,
-                             only=list(only_steps or []) or None, overrides=parse_overrides(ov_text))
+            overrides = parse_overrides(ov_text)
+            target = confined_output(rec, out, overrides, settings)
+            job = jobs.start(check_recipe(rec, settings), max_steps=int(steps) if steps else None,
+                             output=str(target) if out else None,
+                             only=list(only_steps or []) or None, overrides=overrides)
         except MascotError as exc:
             raise gr.Error(str(exc)) from exc
         return f"**Running** `{' '.join(job.argv[1:])}` → `{job.output}`"
@@ -98,7 +126,7 @@ def render_admin_tab(settings: Settings) -> None:
         return "**Stopped.**" if jobs.stop() else "No run is in progress."
 
     def refresh(rec: str, out: str) -> tuple[Any, ...]:
-        folder = follow_dir(jobs, rec, out)
+        folder = follow_dir(jobs, rec, out, settings)
         events = read_progress(folder / "progress.jsonl") if folder else []
         pts = metric_points(events)
         frame = pd.DataFrame(pts) if pts else pd.DataFrame({"step": [], "value": [], "series": []})
@@ -119,7 +147,10 @@ def render_admin_tab(settings: Settings) -> None:
     def show_card(path: str | None) -> str:
         if not path:
             return ""
-        readme = Path(path) / "README.md"
+        try:
+            readme = resolve_inside(path, run_roots(settings), what="run folder") / "README.md"
+        except MascotError as exc:
+            raise gr.Error(str(exc)) from exc
         return readme.read_text(encoding="utf-8") if readme.exists() else f"`{path}` has no README.md."
 
     start_btn.click(start, [recipe, max_steps, output, only, overrides], state_md)

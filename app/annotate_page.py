@@ -3,22 +3,28 @@
 Open as `/annotate/?study=ID&annotator=ID` (Prolific-style) or type both in. The browser only ever
 receives masked dialogue text and progress; the assignment token lives in server-side `gr.State`, and
 the store maps "Response A/B" back to systems. Wiring only: all logic is in `annotation.store`.
+
+Identity: the first browser session that uses an annotator id gets a server-issued key (kept in that
+browser's localStorage through `gr.BrowserState`, so a reload resumes); the store binds the id to it
+and refuses any other session, saying so plainly. Events only work after the page's own load event
+has opened a page session on the server (a bare API call has none).
 Keys: 1 = A better, 2 = B better, 3 = tie, 4 = both bad.
 """
 
 from __future__ import annotations
 
 import html
+import secrets
 from typing import Any
 from urllib.parse import quote
 
 import gradio as gr
 
-from annotation.errors import AnnotationError
+from annotation.errors import AnnotationError, AnnotatorInUse, InvalidInput
 from annotation.models import CRITERIA
 from annotation.schemas import Finished, Ratings, Task, Turn
-from annotation.store import StudyStore
-from annotation.voting import HOLD_EXPIRED_MESSAGE
+from annotation.store import MAX_ANNOTATOR_CHARS, StudyStore
+from annotation.voting import HOLD_EXPIRED_MESSAGE, MAX_COMMENT_CHARS
 from app.settings import Settings
 
 USER_SPEAKERS = {"user", "seeker", "human", "client", "you", "patient"}
@@ -54,11 +60,16 @@ PAGE_JS = """
 }
 """
 RATING_CHOICES = ["1", "2", "3", "4", "5"]
+KEYS_STORAGE = "annotate-session-keys"  # localStorage entry holding this browser's annotator keys
+MAX_KEYS = 20  # keys kept per browser (one per study and annotator id used in it)
+NO_PAGE_MESSAGE = "⚠️ Open the study link in a web browser to take part (this request had no page session)."
 RATING_KEYS = tuple(f"{k}_{s}" for k in CRITERIA for s in "ab")  # s: shown side, a = Response A (left)
 # Handlers take `c`, a mapping from these names to the page's components, and return updates keyed by
 # them; tests pass {name: name} to read the updates by name.
 COMPONENT_NAMES = (
     "state",
+    "page",
+    "keys",
     "status",
     "login",
     "study_in",
@@ -143,14 +154,29 @@ def _login(
         c["task"]: gr.update(visible=False),
         c["finish"]: gr.update(visible=False),
         c["study_in"]: gr.update(choices=open_ids, value=study if study in open_ids else None),
-        c["annotator_in"]: annotator,
+        c["annotator_in"]: annotator[:MAX_ANNOTATOR_CHARS],
         c["status"]: message,
     }
 
 
-def start(store: StudyStore, c: dict[str, Any], study: str | None, annotator: str | None) -> dict[Any, Any]:
-    """Begin or resume a session for (study, annotator); the login form again on a bad id."""
-    session = {"study": (study or "").strip(), "annotator": (annotator or "").strip(), "token": None}
+def _key_name(study: str, annotator: str) -> str:
+    return f"{study}\x1f{annotator}"
+
+
+def start(
+    store: StudyStore,
+    c: dict[str, Any],
+    study: str | None,
+    annotator: str | None,
+    keys: dict[str, str] | None = None,
+) -> dict[Any, Any]:
+    """Begin or resume a session for (study, annotator); the login form again on a bad id.
+
+    `keys` are this browser's annotator keys (from localStorage); a new key is issued for an id the
+    browser has not used, and the store refuses it if another session already holds that id."""
+    study = study if isinstance(study, str) else ""
+    annotator = annotator if isinstance(annotator, str) else ""
+    session = {"study": study.strip(), "annotator": annotator.strip(), "token": None}
     if not session["study"] or not session["annotator"]:
         return _login(
             c,
@@ -159,18 +185,29 @@ def start(store: StudyStore, c: dict[str, Any], study: str | None, annotator: st
             session["study"],
             session["annotator"],
         )
+    keys = {k: v for k, v in (keys or {}).items() if isinstance(k, str) and isinstance(v, str)} \
+        if isinstance(keys, dict) else {}
+    name = _key_name(session["study"], session["annotator"])
+    key = keys.get(name) or secrets.token_urlsafe(24)
     try:
-        return _view(store.next_task(study_id=session["study"], annotator=session["annotator"]), session, c)
+        result = store.next_task(study_id=session["study"], annotator=session["annotator"], session_key=key)
+    except AnnotatorInUse as exc:
+        return _login(c, store, f"⛔ {exc}", session["study"], session["annotator"])
     except AnnotationError as exc:
         return _login(c, store, f"⚠️ {exc}", session["study"], session["annotator"])
+    kept = dict(list({k: v for k, v in keys.items() if k != name}.items())[-(MAX_KEYS - 1):])
+    return {**_view(result, session, c), c["keys"]: {**kept, name: key}}
 
 
-def on_load(store: StudyStore, c: dict[str, Any], request: gr.Request) -> dict[Any, Any]:
-    """Read ?study=&annotator= (also Prolific's PROLIFIC_PID / STUDY_ID) and start if both are given."""
+def on_load(
+    store: StudyStore, c: dict[str, Any], request: gr.Request, keys: dict[str, str] | None = None
+) -> dict[Any, Any]:
+    """Open the page session; read ?study=&annotator= (also Prolific's PROLIFIC_PID / STUDY_ID) and
+    start if both are given."""
     q = dict(request.query_params) if request is not None else {}
     study = q.get("study") or q.get("STUDY_ID")
     annotator = q.get("annotator") or q.get("PROLIFIC_PID")
-    return start(store, c, study, annotator)
+    return {c["page"]: secrets.token_hex(8), **start(store, c, study, annotator, keys)}
 
 
 def vote(
@@ -185,22 +222,32 @@ def vote(
 
     `ratings` are the six radio values in `CRITERIA` x (A, B) order, as shown (A = left).
     """
-    if not session or not session.get("token"):
+    if not isinstance(session, dict) or not session.get("token"):
         return _login(c, store, "Your session ended; enter your study and annotator ID to continue.")
     by_key = dict(zip(RATING_KEYS, ratings))
-    side = {
-        s: Ratings(**{k: int(by_key[f"{k}_{s}"]) if by_key[f"{k}_{s}"] else None for k in CRITERIA})
-        for s in "ab"
-    }
     try:
+        side = {
+            s: Ratings(**{k: _rating(by_key[f"{k}_{s}"]) for k in CRITERIA})
+            for s in "ab"
+        }
         # One transaction records the vote and serves the next task (a repeat click records nothing).
         result, nxt = store.submit_and_next(
             token=session["token"], choice=choice, left=side["a"], right=side["b"], comment=comment or ""
         )
     except AnnotationError as exc:
+        if isinstance(exc, InvalidInput) and "comment" in str(exc):
+            return {c["status"]: f"⚠️ {exc}"}  # keep the task and the typed comment on screen
         return _login(c, store, f"⚠️ {exc}", session.get("study"), session.get("annotator", ""))
     notice = "✓ Saved." if result is not None else f"⚠️ {HOLD_EXPIRED_MESSAGE}"
     return _view(nxt, session, c, notice)
+
+
+def _rating(value: Any) -> int | None:
+    if value in (None, ""):
+        return None
+    if value not in RATING_CHOICES:
+        raise InvalidInput(f"A rating must be one of {', '.join(RATING_CHOICES)}; reload the page.")
+    return int(value)
 
 
 def build_annotate_page(settings: Settings, *, store: StudyStore | None = None) -> gr.Blocks:
@@ -214,11 +261,14 @@ def build_annotate_page(settings: Settings, *, store: StudyStore | None = None) 
     c: dict[str, Any] = {}
     with gr.Blocks(title="Compare responses") as page:
         c["state"] = gr.State(None)
+        c["page"] = gr.State(None)  # set by the page's load event only: no page session, no events
+        c["keys"] = gr.BrowserState({}, storage_key=KEYS_STORAGE, secret=KEYS_STORAGE)
         gr.Markdown("# Which response is better?")
         c["status"] = gr.Markdown("")
         with gr.Column(visible=False) as c["login"]:
             c["study_in"] = gr.Dropdown(label="Study", choices=[], allow_custom_value=True)
-            c["annotator_in"] = gr.Textbox(label="Your annotator ID", placeholder="e.g. your Prolific ID")
+            c["annotator_in"] = gr.Textbox(label="Your annotator ID", placeholder="e.g. your Prolific ID",
+                                           max_length=MAX_ANNOTATOR_CHARS)
             start_btn = gr.Button("Start", variant="primary")
         with gr.Column(visible=False) as c["task"]:
             c["progress"] = gr.HTML("")
@@ -242,7 +292,7 @@ def build_annotate_page(settings: Settings, *, store: StudyStore | None = None) 
                             c[f"{k}_{s}"] = gr.Radio(
                                 RATING_CHOICES, label=f"{CRITERION_LABELS[k]}: Response {side}"
                             )
-            c["comment"] = gr.Textbox(label="Comment (optional)", lines=2)
+            c["comment"] = gr.Textbox(label="Comment (optional)", lines=2, max_length=MAX_COMMENT_CHARS)
             with gr.Row():
                 buttons = [
                     (
@@ -256,27 +306,34 @@ def build_annotate_page(settings: Settings, *, store: StudyStore | None = None) 
             c["finish_md"] = gr.Markdown("")
         outputs = list(c.values())
         assert set(c) == set(COMPONENT_NAMES), f"components out of sync: {set(c) ^ set(COMPONENT_NAMES)}"
-        inputs = [c["state"], *[c[key] for key in RATING_KEYS], c["comment"]]
+        inputs = [c["page"], c["state"], *[c[key] for key in RATING_KEYS], c["comment"]]
 
-        def load(request: gr.Request) -> dict[Any, Any]:
-            return on_load(store, c, request)
+        def load(keys: dict[str, str] | None, request: gr.Request) -> dict[Any, Any]:
+            return on_load(store, c, request, keys)
 
-        def begin(study: str | None, annotator: str | None) -> dict[Any, Any]:
-            return start(store, c, study, annotator)
+        def begin(page_id: str | None, study: str | None, annotator: str | None,
+                  keys: dict[str, str] | None) -> dict[Any, Any]:
+            if not page_id:
+                return {c["status"]: NO_PAGE_MESSAGE}
+            return start(store, c, study, annotator, keys)
 
-        def restore(session: dict[str, Any] | None) -> dict[Any, Any]:
+        def restore(page_id: str | None, session: dict[str, Any] | None, keys: dict[str, str] | None) -> dict[Any, Any]:
             # The chatbots' trash icon only clears the browser copy: show the held task again.
-            session = session or {}
-            return start(store, c, session.get("study"), session.get("annotator"))
+            if not page_id:
+                return {c["status"]: NO_PAGE_MESSAGE}
+            session = session if isinstance(session, dict) else {}
+            return start(store, c, session.get("study"), session.get("annotator"), keys)
 
-        # "private": hidden from the API page and not callable by client libraries (no scripted votes).
+        # "private": hidden from the API page and not callable by client libraries (no scripted votes);
+        # raw queue calls still need the page session that only `load` opens (see NO_PAGE_MESSAGE).
         private: dict[str, Any] = {"api_visibility": "private"}
-        page.load(load, inputs=None, outputs=outputs, **private)
+        page.load(load, inputs=[c["keys"]], outputs=outputs, **private)
         page.load(None, js=PAGE_JS)
-        start_btn.click(begin, [c["study_in"], c["annotator_in"]], outputs, **private)
-        c["annotator_in"].submit(begin, [c["study_in"], c["annotator_in"]], outputs, **private)
+        login_inputs = [c["page"], c["study_in"], c["annotator_in"], c["keys"]]
+        start_btn.click(begin, login_inputs, outputs, **private)
+        c["annotator_in"].submit(begin, login_inputs, outputs, **private)
         for chat in (c["chat_a"], c["chat_b"]):
-            chat.clear(restore, [c["state"]], outputs, **private)
+            chat.clear(restore, [c["page"], c["state"], c["keys"]], outputs, **private)
         for choice, button in buttons:
             button.click(_voter(store, c, choice), inputs, outputs, trigger_mode="once", **private)
     return page
@@ -286,6 +343,7 @@ def _voter(store: StudyStore, c: dict[str, Any], choice: str) -> Any:
     """One click handler per vote button (all share `vote`; FastChat's four clones avoided)."""
 
     def handler(
+        page_id: str | None,
         session: dict[str, Any] | None,
         ha: str | None,
         hb: str | None,
@@ -295,6 +353,8 @@ def _voter(store: StudyStore, c: dict[str, Any], choice: str) -> Any:
         sb: str | None,
         comment: str | None,
     ) -> dict[Any, Any]:
+        if not page_id:
+            return {c["status"]: NO_PAGE_MESSAGE}
         return vote(store, c, choice, session, [ha, hb, ea, eb, sa, sb], comment)
 
     return handler

@@ -60,6 +60,58 @@ def stop_flag(session: ChatSession, request: gr.Request | None = None) -> thread
     return _STOP_FLAGS.setdefault(key, threading.Event())
 
 
+# ------------------------------------------------------------------ public input
+def load_public_pack(name: str | None) -> PersonaPack:
+    """A bundled pack by name; public endpoints never read a pack from a server path."""
+    packs = list_packs()
+    if not isinstance(name, str) or name not in packs:
+        shown = name if isinstance(name, str) and len(name) <= 60 else "(that value)"
+        raise MascotError(f"Unknown persona pack {shown!r}. Choose one of: {', '.join(packs)}.")
+    return load_pack(name)
+
+
+def _short_str(value: Any, limit: int, where: str) -> str:
+    if not isinstance(value, str):
+        raise MascotError(f"{where} must be a string.")
+    if len(value) > limit:
+        raise MascotError(f"{where} is {len(value):,} characters long; the limit is {limit:,}.")
+    return value
+
+
+def clean_history(history: Any, max_turns: int, max_chars: int) -> list[Turn]:
+    """Validate `/chat` history: at most `max_turns` turns of at most `max_chars` characters each.
+
+    Only `speaker`, `text` and the directive's three strings are kept; `meta` keeps plain scalars
+    (never nested objects, so no file reference can ride along in a turn)."""
+    if history is None:
+        return []
+    if not isinstance(history, list):
+        raise MascotError("history must be a list of turns as returned by /chat.")
+    if len(history) > max_turns:
+        raise MascotError(f"history has {len(history):,} turns; the limit is {max_turns:,}. Start a new conversation.")
+    turns: list[Turn] = []
+    for i, raw in enumerate(history):
+        where = f"history[{i}]"
+        if not isinstance(raw, dict):
+            raise MascotError(f"{where} must be a turn object with speaker and text.")
+        speaker = _short_str(raw.get("speaker"), 100, f"{where}.speaker")
+        text = _short_str(raw.get("text"), max_chars, f"{where}.text")
+        d = raw.get("directive")
+        directive = None
+        if d:
+            if not isinstance(d, dict):
+                raise MascotError(f"{where}.directive must be an object with speaker, action and tone.")
+            directive = Directive(*(_short_str(d.get(k, ""), 500, f"{where}.directive.{k}")
+                                    for k in ("speaker", "action", "tone")))
+        meta = raw.get("meta") or {}
+        if not isinstance(meta, dict):
+            raise MascotError(f"{where}.meta must be an object.")
+        kept = {str(k)[:50]: v for k, v in list(meta.items())[:20]
+                if v is None or isinstance(v, (bool, int, float)) or (isinstance(v, str) and len(v) <= 200)}
+        turns.append(Turn(speaker=speaker, text=text, directive=directive, meta=kept))
+    return turns
+
+
 # ------------------------------------------------------------------ rendering
 def _persona_label(p: Persona | None, name: str) -> str:
     if name == CRISIS_SPEAKER:
@@ -112,7 +164,7 @@ class ChatHandlers:
         self.settings = settings
 
     def new_session(self, pack_name: str | None = None) -> ChatSession:
-        pack = load_pack(pack_name or self.settings.pack).copy()
+        pack = load_public_pack(pack_name or self.settings.pack).copy()
         self.engine.attach_adapters(pack)
         return ChatSession(pack=pack)
 
@@ -257,24 +309,24 @@ class ChatHandlers:
                                        "personas": personas}, source="the persona editor")
         except MascotError as exc:
             raise gr.Error(str(exc), title="Persona not saved") from exc
+        # Only this session's copy changes: no adapter is loaded into (and no warning added to) the shared engine.
         session.pack = new_pack
-        for p in new_pack.personas:
-            self.engine.attach_persona(p)
         gr.Info(f"{edited['name']} {'added' if as_new else 'updated'} for this session.")
         return (session, *self._panel_updates(session))
 
     def api_chat(self, message: str, history: list[dict] | None = None, pack: str = "emotional-support",
                  mode: str = "trained", max_speakers: int = 3, seed: int = 0) -> list[dict]:
         """Stateless API: send `message` after `history` (turn dicts as returned here); returns the whole
-        dialogue as a list of turns `{speaker, text, directive, meta}`."""
+        dialogue as a list of turns `{speaker, text, directive, meta}`. `pack` is a bundled pack's name."""
         try:
-            p = load_pack(pack)
+            p = load_public_pack(pack)
             self.engine.attach_adapters(p)
-            dialogue = Dialogue.from_dict({"turns": history or []})
+            dialogue = Dialogue(turns=clean_history(history, self.settings.max_history_turns,
+                                                    self.settings.max_message_chars))
             group = self.engine.group(p.active, mode, max_speakers=int(max_speakers),
                                       max_message_chars=self.settings.max_message_chars)
             group.run(dialogue, message, seed=int(seed))
-        except (MascotError, KeyError, TypeError) as exc:
+        except (MascotError, KeyError, TypeError, ValueError) as exc:
             raise gr.Error(str(exc)) from exc
         return [t.to_dict() for t in dialogue.turns]
 
@@ -284,8 +336,10 @@ class ChatHandlers:
         trained = [p.name for p in session.pack.personas if f"speaker-{p.key}" in self.engine.backend.adapters]
         lines.append("**Trained speakers:** " + (", ".join(trained) if trained else "none (prompted base model)"))
         lines.append("**Director adapter:** " + ("loaded" if "director" in self.engine.backend.adapters else "none"))
-        for w in self.engine.warnings:
-            lines.append(f"⚠️ {html.escape(w)}")
+        fell_back = self.engine.fallbacks.get(session.pack.name, [])
+        if fell_back:  # names only: the paths and reasons are in the server log
+            lines.append(f"⚠️ {html.escape(', '.join(fell_back))}: trained adapter not loaded, "
+                         "running on the prompted base model (details in the server log).")
         return "  \n".join(lines)
 
 

@@ -1,13 +1,21 @@
-"""HTTP server: the main app at `/` and the blind annotator page at `/annotate`, on one port."""
+"""HTTP server: the public chat at `/`, the blind annotator page at `/annotate`, and the researcher
+app at `/admin` (login required; disabled with instructions when no login is configured), on one port.
+
+Every Gradio app is mounted through `app.security.mount_app`, which switches Gradio's own file checks on
+for mounted apps, blocks the project, data, checkpoint and run folders, and limits upload size. Files
+made for researchers live in a private cache that only `/admin` serves.
+"""
 
 from __future__ import annotations
 
+import html
 import logging
 
-import gradio as gr
 from fastapi import FastAPI
-from fastapi.responses import RedirectResponse
+from fastapi.responses import HTMLResponse, RedirectResponse
 
+from app.admin_auth import ENABLE_HELP, admin_checker
+from app.security import LoginLimiter, admin_files, mount_app
 from app.settings import Settings
 from app.ui import CSS, build_app
 from mascot.engine import Engine
@@ -15,30 +23,51 @@ from mascot.engine import Engine
 log = logging.getLogger(__name__)
 
 
-def build_server(settings: Settings, engine: Engine | None = None) -> FastAPI:
-    """A FastAPI app with the annotator page mounted before the main app (so `/annotate` wins).
+def _disabled_admin(server: FastAPI) -> None:
+    page = (f"<!doctype html><title>MASCOT researcher app</title><h2>Researcher app disabled</h2>"
+            f"<p>{html.escape(ENABLE_HELP)}</p>")
+    for path in ("/admin", "/admin/{rest:path}"):
+        server.add_api_route(path, lambda: HTMLResponse(page, status_code=403), include_in_schema=False,
+                             methods=["GET", "POST"])
 
-    `settings.auth` puts a login on the main app (chat, Studies, Train); `settings.annotate_only` serves
-    the annotator page alone, so annotators can never browse to pages that name the systems."""
-    server = FastAPI(title="MASCOT")
+
+def build_server(settings: Settings, engine: Engine | None = None) -> FastAPI:
+    """A FastAPI app with /annotate and /admin mounted before the public chat at / (so they win).
+
+    `settings.auth` puts an optional login on the public chat; `settings.annotate_only` serves the
+    annotator page alone (no chat, no researcher app)."""
+    server = FastAPI(title="MASCOT", docs_url=None, redoc_url=None, openapi_url=None)
+    LoginLimiter().install(server)
+    private = admin_files()
     try:
         from app.annotate_page import build_annotate_page
 
         annotate = build_annotate_page(settings)
-        server = gr.mount_gradio_app(server, annotate, path="/annotate", footer_links=[])
+        server = mount_app(server, annotate, "/annotate", settings, blocked=[private.root])
     except ImportError as exc:  # the annotation extra is part of the default install; this is a guard
         log.warning("annotator page unavailable: %s", exc)
     if settings.annotate_only:  # a deployment for annotators: nothing else is reachable
         server.add_api_route("/", lambda: RedirectResponse("/annotate/"), include_in_schema=False)
         return server
+    check = admin_checker(settings)
+    if check is None:
+        _disabled_admin(server)
+    else:
+        from app.admin import build_admin_app
+
+        admin = build_admin_app(settings)
+        private.adopt(admin)
+        server = mount_app(server, admin, "/admin", settings, allowed=[private.root], auth=check,
+                           auth_message="MASCOT researcher login")
     main = build_app(settings, engine)
-    return gr.mount_gradio_app(server, main, path="", css=CSS, footer_links=[], auth=settings.auth_pair())
+    return mount_app(server, main, "", settings, blocked=[private.root], css=CSS, auth=settings.auth_pair())
 
 
 def serve(settings: Settings, engine: Engine | None = None) -> None:
     import uvicorn
 
     app = build_server(settings, engine)
-    print(f"MASCOT is running on http://{settings.host}:{settings.port}  (annotators: /annotate/?study=ID&annotator=ID)",
-          flush=True)
+    admin = "/admin" if admin_checker(settings) else "/admin (disabled: set MASCOT_ADMIN_PASSWORD)"
+    print(f"MASCOT is running on http://{settings.host}:{settings.port}  (annotators: /annotate/?study=ID&annotator=ID;"
+          f" researchers: {admin})", flush=True)
     uvicorn.run(app, host=settings.host, port=settings.port, log_level="warning")

@@ -8,11 +8,8 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field, fields
-from pathlib import Path
 
-
-def _default_data_dir() -> str:
-    return os.environ.get("MASCOT_DATA_DIR", str(Path.cwd() / "data"))
+from mascot.locations import default_data_dir, sqlite_url_for
 
 
 @dataclass
@@ -29,11 +26,17 @@ class Settings:
     mode: str = "trained"  # trained | prompted | round-robin | random | manual
     max_speakers: int = 3
     checkpoints_dir: str = "checkpoints"
-    data_dir: str = field(default_factory=_default_data_dir)
+    runs_dir: str = "runs"  # training output may also go here (the Train tab refuses folders elsewhere)
+    data_dir: str = field(default_factory=default_data_dir)
     annotation_db_url: str = ""  # default: sqlite file under data_dir
     max_message_chars: int = 4000
-    auth: str = ""  # "user:password" protects the researcher/chat app at / (annotators' /annotate stays open)
+    max_history_turns: int = 200  # most turns the public /chat API accepts as history
+    max_upload_mb: int = 20  # largest file any app accepts (Gradio's max_file_size)
+    auth: str = ""  # optional "user:password" login on the public chat app at / (annotators' /annotate stays open)
     annotate_only: bool = False  # serve only the annotator page (/ redirects to /annotate/)
+    admin_user: str = "admin"  # user name that goes with MASCOT_ADMIN_PASSWORD
+    admin_password: str = ""  # MASCOT_ADMIN_PASSWORD: enables the researcher app at /admin
+    admin_users_file: str = ""  # or a file of `user:scrypt$...` lines (python -m app.admin_auth add-user)
 
     def auth_pair(self) -> tuple[str, str] | None:
         """`auth` as (user, password); raises ValueError with the expected form when malformed."""
@@ -46,7 +49,7 @@ class Settings:
 
     def __post_init__(self) -> None:
         if not self.annotation_db_url:
-            self.annotation_db_url = f"sqlite:///{Path(self.data_dir) / 'annotation.db'}"
+            self.annotation_db_url = sqlite_url_for(self.data_dir)
 
     @classmethod
     def from_env(cls, **overrides: object) -> "Settings":

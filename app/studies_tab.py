@@ -21,8 +21,10 @@ from annotation.plots import save_preference_chart
 from annotation.schemas import StudyConfig
 from annotation.stats import study_stats
 from annotation.store import StudyStore
+from app.security import admin_files
 from app.settings import Settings
 from mascot.errors import MascotError
+from mascot.safe_paths import is_inside
 
 STUDY_COLUMNS = [
     "study",
@@ -118,12 +120,20 @@ def create_study(
     )
 
 
+def is_uploaded(path: str) -> bool:
+    """True for a file Gradio received as an upload (its upload folder or the admin app's cache)."""
+    roots = (gr.utils.get_upload_folder(), admin_files().cache)
+    return Path(path).is_file() and any(is_inside(path, root) for root in roots)
+
+
 def import_file(
     store: StudyStore, study_id: str | None, path: str | None, kind: str
 ) -> tuple[str, pd.DataFrame]:
     """Import an uploaded pairs JSONL (`kind="pairs"`) or judgments CSV (`kind="judgments"`)."""
     if not study_id or not path:
         raise gr.Error("Select a study and upload a file first.")
+    if not is_uploaded(path):
+        raise gr.Error("Imports take uploaded files only: use the upload box (server paths are refused).")
     try:
         fn = import_pairs if kind == "pairs" else import_judgments
         report = fn(store, study_id=study_id, path=path)
@@ -200,7 +210,8 @@ def build_exports(store: StudyStore, study_id: str | None, out_dir: str) -> list
 def render_studies_tab(settings: Settings, *, store: StudyStore | None = None) -> None:
     """Lay out the Studies tab in the current Blocks context (call inside `with gr.Tab("Studies"):`)."""
     store = store or StudyStore(settings.annotation_db_url)
-    out_dir = tempfile.mkdtemp(prefix="mascot-studies-")  # gradio serves files from the temp dir
+    # Exports and charts go to the admin app's private folder, which the public apps never serve.
+    out_dir = tempfile.mkdtemp(prefix="studies-", dir=admin_files().exports)
     ids = [s.id for s in store.list_studies()]
     with gr.Row():
         study = gr.Dropdown(ids, value=ids[0] if ids else None, label="Study", scale=3)

@@ -1,13 +1,13 @@
-"""Build the researcher/user app: Chat, Studies (annotation results) and Train tabs.
+"""Build the public app at `/`: the companion-group chat, nothing else.
 
-The engine (model + adapters) is loaded once here and shared by every session. The blind
-annotator page is a separate Blocks (app/annotate_page.py) mounted at /annotate by app/server.py,
-so nothing from these tabs (e.g. system names in study results) can reach an annotator's browser.
+The engine (model + adapters) is loaded once here and shared by every session. Researcher tools
+(Studies, Train) live in the separate, login-protected app of `app/admin.py` at /admin, and the blind
+annotator page (`app/annotate_page.py`) at /annotate; `app/server.py` mounts all three. Only the
+documented `/chat` endpoint is listed by the public API; the page's own events are private.
 """
 
 from __future__ import annotations
 
-import importlib
 import logging
 
 import gradio as gr
@@ -22,6 +22,7 @@ CSS = """
 #chatbot .message .persona-name { font-size: 0.95em; }
 footer { display: none !important; }
 """
+PUBLIC_API = ("chat",)  # the only endpoints the public app documents for API clients
 
 
 def engine_config(settings: Settings) -> EngineConfig:
@@ -29,25 +30,20 @@ def engine_config(settings: Settings) -> EngineConfig:
                         base_url=settings.openai_base_url, checkpoints_dir=settings.checkpoints_dir)
 
 
-def _optional_tab(title: str, module: str, func: str, settings: Settings) -> None:
-    """Render a tab whose module may be absent in a trimmed install; explain instead of crashing."""
-    with gr.Tab(title):
-        try:
-            getattr(importlib.import_module(module), func)(settings)
-        except ImportError as exc:
-            gr.Markdown(f"This tab is unavailable: `{exc}`")
+def hide_page_events(blocks: gr.Blocks, keep: tuple[str, ...] = PUBLIC_API) -> None:
+    """Mark every event except the `keep` API endpoints private (not listed, not for API clients)."""
+    for fn in blocks.fns.values():
+        if fn.api_name not in keep:
+            fn.api_visibility = "private"
 
 
 def build_app(settings: Settings, engine: Engine | None = None) -> gr.Blocks:
-    """The main Blocks app; `engine` may be injected (tests use the fake backend)."""
+    """The public chat Blocks; `engine` may be injected (tests use the fake backend)."""
     engine = engine or get_engine(engine_config(settings))
     with gr.Blocks(title="MASCOT companion group") as demo:
         gr.Markdown("## MASCOT · a companion group that talks with you\n"
                     "Several characters share one conversation; a director decides who speaks and how. "
                     "Not a substitute for professional help.")
-        with gr.Tabs():
-            with gr.Tab("Chat", id="chat"):
-                render_chat_tab(engine, settings)
-            _optional_tab("Studies", "app.studies_tab", "render_studies_tab", settings)
-            _optional_tab("Train", "app.admin_tab", "render_admin_tab", settings)
+        render_chat_tab(engine, settings)
+    hide_page_events(demo)
     return demo

@@ -41,6 +41,8 @@ class Engine:
     backend: Backend
     warnings: list[str] = field(default_factory=list)
     run_dir: Path | None = None
+    # Per pack: who fell back to the prompted base model (names only, no paths: shown in the public UI).
+    fallbacks: dict[str, list[str]] = field(default_factory=dict)
     _loaded_packs: set[str] = field(default_factory=set)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -54,12 +56,17 @@ class Engine:
                 return []
             self._loaded_packs.add(pack.name)
             new: list[str] = []
+            fell_back = self.fallbacks.setdefault(pack.name, [])
             for p in pack.personas:
-                new += self.attach_persona(p)
+                found = self.attach_persona(p)
+                new += found
+                fell_back += [p.name] if found else []
             if self.run_dir is not None and DIRECTOR_ADAPTER not in self.backend.adapters:
                 d = director_adapter_dir(self.run_dir)
                 if is_adapter(d):
-                    new += self._try_add(DIRECTOR_ADAPTER, d, "the director")
+                    found = self._try_add(DIRECTOR_ADAPTER, d, "the director")
+                    new += found
+                    fell_back += ["the director"] if found else []
             self.warnings += new
             return new
 
@@ -71,7 +78,9 @@ class Engine:
         if path is None:
             return []
         if not path.exists():
-            return [f"{persona.name}: adapter path {path} does not exist; {persona.name} runs on the prompted base model."]
+            msg = f"{persona.name}: adapter path {path} does not exist; {persona.name} runs on the prompted base model."
+            log.warning(msg)
+            return [msg]
         return self._try_add(name, path, persona.name)
 
     def _try_add(self, name: str, path: Path, who: str) -> list[str]:

@@ -95,7 +95,8 @@ def test_double_click_records_once(store):
 
 def test_reload_resumes_the_same_task(store):
     first = on_load(store, C, request(study="s1", annotator="P1"))
-    again = on_load(store, C, request(study="s1", annotator="P1"))
+    # A reload sends back the annotator key the browser keeps in localStorage.
+    again = on_load(store, C, request(study="s1", annotator="P1"), first["keys"])
     assert (again["chat_a"], again["chat_b"], again["state"]) == (
         first["chat_a"],
         first["chat_b"],
@@ -105,13 +106,14 @@ def test_reload_resumes_the_same_task(store):
 
 def test_finish_screen_with_completion_code(store):
     out = on_load(store, C, request(study="s1", annotator="P1"))
+    keys = out["keys"]
     for _ in range(3):
         out = vote(store, C, "tie", out["state"], NO_RATINGS, "")
     assert visible(out["finish"]) and not visible(out["task"])
     assert "DONE-77" in out["finish_md"] and "cc=DONE-77" in out["finish_md"] and "**3**" in out["finish_md"]
     assert out["state"]["token"] is None
     # Returning later shows the finish screen again rather than new work.
-    assert visible(on_load(store, C, request(study="s1", annotator="P1"))["finish"])
+    assert visible(on_load(store, C, request(study="s1", annotator="P1"), keys)["finish"])
 
 
 def test_vote_without_session_asks_to_log_in(store):

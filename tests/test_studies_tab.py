@@ -27,13 +27,22 @@ def store(tmp_path):
     return make_store(tmp_path)
 
 
-def test_create_import_vote_and_analyse(store, tmp_path):
+@pytest.fixture
+def uploads(tmp_path, monkeypatch) -> Path:
+    """Gradio's upload folder for this test: imports take files from there only."""
+    folder = tmp_path / "uploads"
+    folder.mkdir()
+    monkeypatch.setenv("GRADIO_TEMP_DIR", str(folder))
+    return folder
+
+
+def test_create_import_vote_and_analyse(store, tmp_path, uploads):
     msg, table, selector = create_study(store, "ed-1", "ED", "Be kind.", 1, 0.0, 0.0, 30, None, "")
     assert "Created study `ed-1`" in msg and list(table.study) == ["ed-1"] and selector["value"] == "ed-1"
-    pairs = write_jsonl(tmp_path / "p.jsonl", [pair_line(f"i{n}") for n in range(8)])
+    pairs = write_jsonl(uploads / "p.jsonl", [pair_line(f"i{n}") for n in range(8)])
     msg, table = import_file(store, "ed-1", str(pairs), "pairs")
     assert "Imported **8** pairs" in msg and table["items"].iloc[0] == 8
-    judgments = tmp_path / "j.csv"
+    judgments = uploads / "j.csv"
     judgments.write_text(
         "item_id,annotator,choice\n" + "".join(f"i{n},u1,MASCOT\n" for n in range(7)) + "i7,u1,tie\n"
     )
@@ -60,11 +69,15 @@ def test_create_import_vote_and_analyse(store, tmp_path):
     assert stats["comparisons"][0]["wins"] == 7
 
 
-def test_errors_become_gradio_errors(store, tmp_path):
+def test_errors_become_gradio_errors(store, tmp_path, uploads):
     with pytest.raises(gr.Error, match="Invalid study id"):
         create_study(store, "bad id", "", "", 2, 0, 0, 30, None, "")
     create_study(store, "s", "", "", 2, 0, 0, 30, None, "")
-    bad = tmp_path / "bad.jsonl"
+    outside = tmp_path / "server.jsonl"  # a server path, not an upload: refused before it is read
+    write_jsonl(outside, [pair_line("x")])
+    with pytest.raises(gr.Error, match="uploaded files only"):
+        import_file(store, "s", str(outside), "pairs")
+    bad = uploads / "bad.jsonl"
     bad.write_text("{oops\n")
     with pytest.raises(gr.Error, match="line 1"):
         import_file(store, "s", str(bad), "pairs")
