@@ -12,6 +12,7 @@ import importlib
 import gradio as gr
 
 from app.settings import Settings
+from app.ui import hide_page_events
 
 # The one place that lists the researcher tabs, in display order.
 ADMIN_TABS: tuple[tuple[str, str, str], ...] = (
@@ -37,4 +38,7 @@ def build_admin_app(settings: Settings, tabs: tuple[tuple[str, str, str], ...] =
         with gr.Tabs():
             for title, module, func in tabs:
                 _optional_tab(title, module, func, settings)
+    # Gradio embeds the API description in the page it serves before login; with every event private
+    # that description is empty, so the login page tells an anonymous visitor nothing about these tools.
+    hide_page_events(admin, keep=())
     return admin
