@@ -1,7 +1,7 @@
 """Command line for pairwise studies: `python -m annotation --db URL COMMAND ...`.
 
 Commands: list-studies, create-study, import-pairs, import-judgments, overview, open/close,
-export, export-preferences, stats. User errors print one line and exit with status 2.
+release-annotator, export, export-preferences, stats. User errors print one line and exit with status 2.
 """
 
 from __future__ import annotations
@@ -59,6 +59,9 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--study")
     for name in ("overview", "open", "close"):
         sub.add_parser(name, help=f"{name} a study").add_argument("--study")
+    p = sub.add_parser("release-annotator", help="let an annotator id start again in a new browser")
+    p.add_argument("annotator", help="the annotator id (e.g. a Prolific ID) that lost its browser")
+    p.add_argument("--study")
     p = sub.add_parser("export", help="export judgments")
     p.add_argument("--format", choices=("csv", "jsonl"), default="csv")
     p.add_argument("--study")
@@ -142,6 +145,11 @@ def run(args: argparse.Namespace, out: TextIO) -> None:
             print(
                 f"Study {study_id!r} is now {args.command}{'' if args.command == 'open' else 'd'}.", file=out
             )
+        elif args.command == "release-annotator":
+            if not store.release_annotator(study_id=study_id, annotator=args.annotator):
+                raise InvalidInput(f"No annotator {args.annotator!r} in study {study_id!r}; check the id.")
+            print(f"Released {args.annotator!r}: the next browser that opens the study link under this id "
+                  "takes it over.", file=out)
         elif args.command == "export":
             with _output(args.output) as fh:
                 n = export_judgments(store, study_id=study_id, fmt=args.format, out=fh)

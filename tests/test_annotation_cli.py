@@ -113,3 +113,21 @@ def test_module_entry_point_prints_no_traceback(tmp_path):
     )
     assert proc.returncode == 2
     assert proc.stderr.startswith("error: Invalid study id 'bad id'") and "Traceback" not in proc.stderr
+
+
+def test_cli_export_neutralises_formulas_and_releases_annotators(db, tmp_path, capsys):
+    from annotation.store import StudyStore
+
+    run(db, "create-study", "--study", "inj")
+    run(db, "import-pairs", str(write_jsonl(tmp_path / "p.jsonl", [pair_line("x1", "=SYS()", "+other")])))
+    store = StudyStore(db)
+    task = store.next_task(study_id="inj", annotator="@evil", session_key="browser-1")
+    store.submit(token=task.token, choice="A", comment="-2+3")
+    code, _ = run(db, "export", "--format", "csv", "-o", str(tmp_path / "out.csv"))
+    row = next(csv.DictReader(open(tmp_path / "out.csv", encoding="utf-8")))
+    assert code == 0 and (row["annotator"], row["comment"]) == ("'@evil", "'-2+3")
+    assert {row["system_a"], row["system_b"]} == {"'=SYS()", "'+other"}
+    code, out = run(db, "release-annotator", "@evil")
+    assert code == 0 and "Released '@evil'" in out
+    assert store.next_task(study_id="inj", annotator="@evil", session_key="browser-2")
+    assert run(db, "release-annotator", "nobody")[0] == 2 and "No annotator 'nobody'" in capsys.readouterr().err
