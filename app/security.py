@@ -89,11 +89,23 @@ def mount_app(server: FastAPI, blocks: gr.Blocks, path: str, settings: Settings,
         server, blocks, path=path, footer_links=[],
         allowed_paths=[str(Path(p).resolve()) for p in allowed],
         blocked_paths=sorted({*private_paths(settings), *(str(Path(p).resolve()) for p in blocked)}),
-        max_file_size=f"{settings.max_upload_mb}mb", **kwargs,
+        max_file_size=f"{settings.max_upload_mb}mb", enable_monitoring=False, run_history=False, **kwargs,
     )
     # What launch() sets once its server is up; without it _check_allowed lets every path through.
     blocks.has_launched = True
     return server
+
+
+def refuse_uploads(server: FastAPI, mounts: Sequence[str]) -> None:
+    """Answer 403 to uploads sent to the apps mounted at `mounts` (apps with no file input: the chat at
+    "" and the annotator page), so anonymous visitors cannot fill the disk or plant files."""
+    targets = {f"{m.rstrip('/')}/gradio_api/upload" for m in mounts}
+
+    @server.middleware("http")
+    async def no_uploads(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
+        if request.method == "POST" and request.url.path.rstrip("/") in targets:
+            return JSONResponse({"detail": "This app takes no file uploads."}, status_code=403)
+        return await call_next(request)
 
 
 class LoginLimiter:

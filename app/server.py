@@ -15,7 +15,7 @@ from fastapi import FastAPI
 from fastapi.responses import HTMLResponse, RedirectResponse
 
 from app.admin_auth import ENABLE_HELP, admin_checker
-from app.security import LoginLimiter, admin_files, mount_app
+from app.security import LoginLimiter, admin_files, mount_app, refuse_uploads
 from app.settings import Settings
 from app.ui import CSS, build_app
 from mascot.engine import Engine
@@ -38,6 +38,7 @@ def build_server(settings: Settings, engine: Engine | None = None) -> FastAPI:
     annotator page alone (no chat, no researcher app)."""
     server = FastAPI(title="MASCOT", docs_url=None, redoc_url=None, openapi_url=None)
     LoginLimiter().install(server)
+    refuse_uploads(server, ["", "/annotate"])  # only /admin has file inputs (study imports)
     private = admin_files()
     try:
         from app.annotate_page import build_annotate_page

@@ -126,7 +126,7 @@ def test_gradio_client_api(port, tmp_path):
         client = Client(f"http://127.0.0.1:{port}/", verbose=False)
         api = client.view_api(return_format="dict", print_info=False)
         assert api["named_endpoints"], "the chat events must be reachable through the API"
-        assert "/chat" in api["named_endpoints"]
+        assert list(api["named_endpoints"]) == ["/chat"], "the public API lists the chat endpoint only"
         turns = client.predict("I feel lonely", [], "emotional-support", "round-robin", 2, 0, api_name="/chat")
         assert [t["speaker"] for t in turns] == ["user", "Anchor", "Catalyst"]
         assert turns[1]["directive"]["speaker"] == "Anchor" and turns[1]["text"]

@@ -170,6 +170,13 @@ def copies_of_canary() -> list[Path]:
     return found
 
 
+def test_monitoring_is_off_everywhere(live: Live) -> None:
+    for where, app in mounted_apps(live):
+        for path in ("/monitoring", "/monitoring/summary", "/monitoring/anykey"):
+            r = app.client.get(app.base + path)
+            assert TALLY.record("monitoring route", r.status_code in (401, 403, 404)), (where, path, r.status_code)
+
+
 def test_file_route_serves_no_secret(live: Live, secrets_on_disk: dict[str, Path]) -> None:
     """`/gradio_api/file=` of every app refuses canaries, system files, the database and the project."""
     targets = {**{k: str(v) for k, v in secrets_on_disk.items()}, "annotation.db": str(live.db_path),
@@ -255,7 +262,7 @@ def test_every_protected_endpoint_without_and_with_wrong_credentials(live: Live)
         for prefix in ("/admin", ""):
             for method, path, body in PROTECTED_REQUESTS:
                 r = _send(httpx.Client(timeout=30), live.base + prefix, method, path, body)
-                refused = r.status_code in (404, 405) or (r.status_code in (301, 302, 307) and "annotate" in r.text)
+                refused = r.status_code in (403, 404, 405) or (r.status_code in (301, 302, 307) and "annotate" in r.text)
                 refused = refused and "Studies" not in r.text
                 assert TALLY.record("researcher/chat endpoint on the annotator-only server", refused), (prefix, path)
 
@@ -355,8 +362,13 @@ def test_completion_code_needs_work(live: Live) -> None:
 
 def test_oversize_and_malformed_annotator_input(live: Live) -> None:
     app, deps = _annotate(live)
-    big = app.upload("big.bin", b"0" * (live.settings.max_upload_mb * 1024 * 1024 + 1))
-    assert TALLY.record("upload over max_file_size", big.status_code in (400, 413)), big.status_code
+    for where, target in mounted_apps(live):
+        big = target.upload("big.bin", b"0" * (live.settings.max_upload_mb * 1024 * 1024 + 1))
+        refused = big.status_code in (400, 403, 413)
+        assert TALLY.record("upload over max_file_size", refused), (where, big.status_code)
+        small = target.upload("evil.yaml", b"name: evil\n")
+        refused = small.status_code == 403 if where != "/admin" else small.status_code == 200
+        assert TALLY.record("upload to an app without file inputs", refused) if where != "/admin" else refused
     raw = _begin(app.new_session(), deps, "s1", "P\x00NUL")
     assert TALLY.record("annotator id with NUL", "Invalid annotator id" in raw)
     raw = _begin(app.new_session(), deps, "s1", "x" * 5000)
