@@ -16,7 +16,7 @@ from app.settings import Settings
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__)
     for name in ("host", "backend", "model", "mode", "pack", "dtype", "checkpoints_dir", "runs_dir", "data_dir",
-                 "openai_base_url", "annotation_db_url", "auth", "admin_users_file"):
+                 "openai_base_url", "annotation_db_url", "admin_users_file"):
         p.add_argument(f"--{name.replace('_', '-')}", dest=name, default=None)
     p.add_argument("--port", type=int, default=None)
     p.add_argument("--annotate-only", action="store_true", default=None,

@@ -1,7 +1,9 @@
 """Train tab: launch a Stage-1 run from a recipe, follow its progress.jsonl, browse finished runs.
 
 UI wiring only; starting/stopping the subprocess and reading progress live in `mascot.train.launch`.
-Rendered by app/ui.py inside `with gr.Tab("Train"):` as `render_admin_tab(settings)`.
+Rendered in the researcher app (app/admin.py, ADMIN_TABS) inside `with gr.Tab("Train"):` as
+`render_admin_tab(settings)`. Output folders, recipe files and run cards must lie inside the checkpoints or
+runs folder (`mascot.safe_paths`).
 """
 
 from __future__ import annotations

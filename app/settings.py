@@ -44,7 +44,7 @@ class Settings:
             return None
         user, sep, password = self.auth.partition(":")
         if not sep or not user or not password:
-            raise ValueError("MASCOT_AUTH / --auth must look like USER:PASSWORD (both non-empty).")
+            raise ValueError("MASCOT_AUTH must look like USER:PASSWORD (both non-empty).")
         return user, password
 
     def __post_init__(self) -> None:

@@ -1,7 +1,9 @@
 """The researcher's Studies tab: list and create studies, import pairs/judgments, watch progress,
 statistics with the Figure-7 chart, and downloads. Wiring only: logic is in `annotation/`.
 
-Call `render_studies_tab(settings)` inside `with gr.Tab("Studies"):` of the main app.
+Call `render_studies_tab(settings)` inside `with gr.Tab("Studies"):` of the researcher app (app/admin.py,
+ADMIN_TABS, behind the /admin login). Imports take uploaded files only; exports go to the admin app's
+private folder, which only /admin serves.
 """
 
 from __future__ import annotations
