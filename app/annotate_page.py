@@ -185,8 +185,8 @@ def start(
             session["study"],
             session["annotator"],
         )
-    keys = {k: v for k, v in (keys or {}).items() if isinstance(k, str) and isinstance(v, str)} \
-        if isinstance(keys, dict) else {}
+    keys = {k: v for k, v in keys.items() if isinstance(k, str) and isinstance(v, str)} \
+        if isinstance(keys, dict) and len(keys) <= 4 * MAX_KEYS else {}
     name = _key_name(session["study"], session["annotator"])
     key = keys.get(name) or secrets.token_urlsafe(24)
     try:

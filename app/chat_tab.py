@@ -61,12 +61,26 @@ def stop_flag(session: ChatSession, request: gr.Request | None = None) -> thread
 
 
 # ------------------------------------------------------------------ public input
-def load_public_pack(name: str | None) -> PersonaPack:
-    """A bundled pack by name; public endpoints never read a pack from a server path."""
+def registered_packs(settings: Settings) -> dict[str, str]:
+    """Packs the server's operator registered by path (`MASCOT_PACK=/path/pack.yaml`): {name: path}.
+
+    Public endpoints then accept that pack's *name*, like a bundled one, but never a path."""
+    if not Path(settings.pack).suffix:
+        return {}
+    pack = load_pack(settings.pack)
+    return {pack.name: settings.pack}
+
+
+def load_public_pack(name: str | None, registered: dict[str, str] | None = None) -> PersonaPack:
+    """A bundled (or operator-registered) pack by name; public endpoints never read a pack from a
+    path they are given."""
+    registered = registered or {}
     packs = list_packs()
+    if isinstance(name, str) and name in registered:
+        return load_pack(registered[name])
     if not isinstance(name, str) or name not in packs:
         shown = name if isinstance(name, str) and len(name) <= 60 else "(that value)"
-        raise MascotError(f"Unknown persona pack {shown!r}. Choose one of: {', '.join(packs)}.")
+        raise MascotError(f"Unknown persona pack {shown!r}. Choose one of: {', '.join([*packs, *registered])}.")
     return load_pack(name)
 
 
@@ -162,9 +176,11 @@ class ChatHandlers:
     def __init__(self, engine: Engine, settings: Settings) -> None:
         self.engine = engine
         self.settings = settings
+        self.registered = registered_packs(settings)
 
     def new_session(self, pack_name: str | None = None) -> ChatSession:
-        pack = load_public_pack(pack_name or self.settings.pack).copy()
+        default = next(iter(self.registered), self.settings.pack)
+        pack = load_public_pack(pack_name or default, self.registered).copy()
         self.engine.attach_adapters(pack)
         return ChatSession(pack=pack)
 
@@ -319,7 +335,7 @@ class ChatHandlers:
         """Stateless API: send `message` after `history` (turn dicts as returned here); returns the whole
         dialogue as a list of turns `{speaker, text, directive, meta}`. `pack` is a bundled pack's name."""
         try:
-            p = load_public_pack(pack)
+            p = load_public_pack(pack, self.registered)
             self.engine.attach_adapters(p)
             dialogue = Dialogue(turns=clean_history(history, self.settings.max_history_turns,
                                                     self.settings.max_message_chars))
@@ -373,7 +389,7 @@ def render_chat_tab(engine: Engine, settings: Settings) -> ChatHandlers:
                                   elem_id="starters")
         with gr.Column(scale=1, min_width=280):
             gr.Markdown("### Group")
-            pack_dd = gr.Dropdown(list_packs(), value=first.pack.name, label="Persona pack", elem_id="pack")
+            pack_dd = gr.Dropdown([*list_packs(), *h.registered], value=first.pack.name, label="Persona pack", elem_id="pack")
             personas_cb = gr.CheckboxGroup([p.name for p in first.pack.personas], value=[p.name for p in first.pack.active],
                                            label="Personas on", elem_id="personas")
             mode = gr.Radio(mode_choices, value=settings.mode if settings.mode in DIRECTOR_MODES else "trained",

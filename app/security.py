@@ -123,6 +123,9 @@ class LoginLimiter:
         q = self._failures[key]
         while q and self.clock() - q[0] > self.window_s:
             q.popleft()
+        if len(self._failures) > 10_000:  # forget addresses whose failures all expired
+            for stale in [k for k, v in self._failures.items() if not v and k != key]:
+                del self._failures[stale]
         return q
 
     def retry_after(self, key: tuple[str, str]) -> float:

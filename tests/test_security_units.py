@@ -134,6 +134,17 @@ def test_public_packs_are_names_only(tmp_path: Path) -> None:
             load_public_pack(bad)
 
 
+def test_operator_registered_pack_is_public_by_name_only(tmp_path: Path) -> None:
+    own = tmp_path / "club.yaml"
+    own.write_text("name: club\npersonas: [{name: Host, role: host, goal: welcome people}]\n")
+    engine = Engine(EngineConfig(backend="fake"), FakeBackend())
+    h = ChatHandlers(engine, Settings(data_dir=str(tmp_path), backend="fake", pack=str(own)))
+    assert h.new_session().pack.name == "club" and h.new_session("club").pack.name == "club"
+    assert h.api_chat("hi", [], "club", "round-robin", 1, 0)[1]["speaker"] == "Host"
+    with pytest.raises(gr.Error, match="Unknown persona pack"):
+        h.api_chat("hi", [], str(own), "round-robin", 1, 0)
+
+
 def test_persona_edits_and_warnings_stay_in_their_session(tmp_path: Path) -> None:
     engine = Engine(EngineConfig(backend="fake"), FakeBackend())
     h = ChatHandlers(engine, Settings(data_dir=str(tmp_path), backend="fake"))
