@@ -89,7 +89,8 @@ class Live:
                 "WHERE a.external_id = ?", (annotator,)).fetchall()
 
 
-MODES = ("default", "auth", "annotate-only", "admin-off")
+# The default mode runs in the fast suite; the other three (each its own live server) under `slow`.
+MODES = ("default", *(pytest.param(m, marks=pytest.mark.slow) for m in ("auth", "annotate-only", "admin-off")))
 
 
 @pytest.fixture(scope="module")
