@@ -228,7 +228,7 @@ class CrisisDetector:
             return _result(CRISIS, s_msg, "classifier")
         if s_win >= t_crisis and s_msg >= t_concern:  # read with the earlier turns, this message is a crisis
             return _result(CRISIS, s_win, "context")
-        if max(s_msg, s_win) >= t_concern:
+        if max(s_msg, s_win) >= t_concern:  # either reading is in the gray zone: recall first
             if judge is not None and judge.confirms_crisis([*previous, clean]):
                 return _result(CRISIS, max(s_msg, s_win), "llm")
             return _result(CONCERN, max(s_msg, s_win), "classifier" if s_msg >= s_win else "context")

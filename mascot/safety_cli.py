@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from mascot.errors import InputError
-from mascot.safety_data import load_context_cases, load_messages, load_replies
+from mascot.safety_data import load_context_cases, load_messages, load_ordinary, load_replies
 from mascot.stats import wilson_interval
 
 log = logging.getLogger(__name__)
@@ -84,7 +84,7 @@ def train(args: argparse.Namespace) -> int:
     torch.set_num_threads(1)
     cfg = FitConfig(layers=args.layers, epochs=args.epochs)
     if args.only in (None, "messages"):
-        _train_one("messages", load_messages(), args.folds, cfg)
+        _train_one("messages", load_messages() + load_ordinary(), args.folds, cfg)
     if args.only in (None, "replies"):
         _train_one("replies", load_replies(), args.folds, cfg)
     return 0
@@ -133,6 +133,10 @@ def evaluate(runs: int = 200) -> dict:
     report["patterns"] = _measure(test, [patterns.check(e.text, record=False).tier for e in test])
     report["detector"] = _measure(test, [full.check(e.text, record=False).tier for e in test])
     report["detector_after_benign_turns"] = _measure(test, [full.check(e.text, BENIGN_HISTORY, record=False).tier for e in test])
+    ordinary = [e for e in load_ordinary() if e.split == "test"]
+    flagged = [full.check(e.text, record=False).tier for e in ordinary]
+    report["ordinary"] = {"fpr_crisis": _rate(flagged.count("crisis"), len(ordinary)),
+                          "fpr_any": _rate(len(ordinary) - flagged.count("none"), len(ordinary))}
     cases = load_context_cases()
     got = [full.check(c.turns[-1], c.turns[:-1], record=False).tier for c in cases]
     report["context"] = {"n": len(cases), "correct": sum(g == c.expected for g, c in zip(got, cases)),
@@ -150,6 +154,8 @@ def measure_latency(detector, texts: list[str], runs: int) -> dict:  # type: ign
     import torch
 
     detector.check("hello", BENIGN_HISTORY, record=False)  # load the model outside the timing
+    detector.classifier.clear_cache()  # every message and window is encoded inside the timing
+    detector.check("hello", BENIGN_HISTORY, record=False)  # ...except the earlier turns, scored on the previous turn
     timings, cpu = [], []
     for text in texts[:runs]:  # each text once: no cached score flatters the figure
         start, start_cpu = time.perf_counter(), time.process_time()
@@ -181,6 +187,9 @@ def print_report(r: dict) -> None:
     print(f"\nThe same messages after two harmless earlier turns: recall (crisis) {_fmt(a['recall_crisis'])}, "
           f"recall (crisis or concern) {_fmt(a['recall_any'])}, FPR (crisis) {_fmt(a['fpr_crisis'])}, "
           f"FPR (crisis or concern) {_fmt(a['fpr_any'])}")
+    o = r["ordinary"]
+    print(f"Everyday messages (bundled scenario openings, test split): FPR (crisis) {_fmt(o['fpr_crisis'])}, "
+          f"FPR (crisis or concern) {_fmt(o['fpr_any'])}")
     c = r["context"]
     print(f"\nContext cases (last three user turns): {c['correct']}/{c['n']} tiers as expected")
     o = r["output_check"]

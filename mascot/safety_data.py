@@ -91,6 +91,16 @@ def load_replies(path: Path | None = None) -> list[Example]:
     return _examples(path or DATA_DIR / "persona_replies.txt", REPLY_LABELS, REPLY_TEST_FRACTION)  # type: ignore[arg-type]
 
 
+def load_ordinary() -> list[Example]:
+    """Everyday openings of the bundled emotional-support scenarios (EmpatheticDialogues, ESConv) as
+    extra negatives, keeping the scenarios' own train/test split: they teach and measure how rarely
+    ordinary sad or stressed messages raise the alarm."""
+    from mascot.data import load_scenarios
+
+    return [Example(s.opening, "negative", "ordinary", "test" if s.split == "test" else "train", False)
+            for s in load_scenarios("bundled") if s.setting == "emotional-support" and s.opening]
+
+
 def load_context_cases(path: Path | None = None) -> list[ContextCase]:
     """The multi-turn context cases."""
     path = path or DATA_DIR / "context_cases.txt"

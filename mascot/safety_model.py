@@ -186,6 +186,10 @@ class Classifier:
         self._lock = threading.Lock()
         self._cache: dict[str, float] = {}  # text -> score: the previous turns' window is scored once
 
+    def clear_cache(self) -> None:
+        with self._lock:
+            self._cache.clear()
+
     def score(self, texts: Sequence[str]) -> np.ndarray:
         """Probability of the positive class for each text (empty texts score 0); cached per text."""
         import torch

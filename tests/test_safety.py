@@ -15,14 +15,15 @@ from mascot.dialogue import Dialogue
 from mascot.safety import (CONCERN_ACTION, CRISIS_REPLY, HELP_NOTE, REPLY_REPLACEMENT, CrisisDetector, check_crisis,
                            default_detector)
 from mascot.safety_cli import REPORT
-from mascot.safety_data import load_context_cases, load_messages, load_replies, split_of
+from mascot.safety_data import load_context_cases, load_messages, load_ordinary, load_replies, split_of
 from mascot.safety_log import SafetyLog
 from mascot.safety_model import choose_threshold, read_meta, threshold_for_fpr
 
 POSITIVE_CATEGORIES = {"passive_ideation", "active_ideation", "plan_timing", "means", "farewell", "self_harm",
                        "lethal_info", "slang", "typos", "non_english"}
 NEGATIVE_CATEGORIES = {"figurative", "others_death_illness", "fiction_media", "study_work", "endings",
-                       "accidental_injury", "past_recovery", "idioms"}
+                       "accidental_injury", "past_recovery", "idioms", "everyday_distress", "short_everyday",
+                       "everyday_questions"}
 
 
 class StubClassifier:
@@ -54,7 +55,9 @@ def test_dataset_sizes_categories_and_disjoint_split():
     assert 0.25 < len(test) / len(msgs) < 0.35
     assert all(split_of(e.text) == e.split for e in msgs)  # the split is a pure function of the text
     meta = read_meta("messages")
-    assert meta["train_size"] == len(train)  # training saw exactly the training split
+    ordinary = [e for e in load_ordinary() if e.split == "train"]  # bundled scenario openings, also train-only
+    assert meta["train_size"] == len(train) + len(ordinary)  # training saw exactly the training splits
+    assert not test & {e.text for e in ordinary}
     replies = load_replies()
     assert {e.label for e in replies} == {"bad", "good"} and {e.split for e in replies} == {"train", "test"}
 
@@ -226,7 +229,8 @@ def test_respond_batch_applies_the_tiers(es_pack, events):
 def test_check_crisis_keeps_its_interface():
     r = check_crisis("I want to kill myself")
     assert r.is_crisis and r.tier == "crisis" and r.layer and 0 <= r.score <= 1
-    assert not check_crisis("This traffic is killing me").is_crisis
+    for everyday in ("This traffic is killing me", "hi", "hello there", "thanks", "I moved and feel lonely"):
+        assert check_crisis(everyday).tier == "none", everyday
 
 
 @pytest.mark.slow
