@@ -338,7 +338,3 @@ def with_help_note(reply: str) -> str:
     """The concern round's opening reply, with the safety question and helplines if it lacks them."""
     return reply if _HELPLINE.search(reply) else f"{reply.rstrip()}\n\n{HELP_NOTE}".strip()
 
-
-def log_crisis(session_id: str, result: CrisisResult) -> None:
-    """Record a decision made elsewhere (never the message text)."""
-    safety_log().record(INPUT, result.tier, result.score, result.layer, session_id)
