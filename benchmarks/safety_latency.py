@@ -8,13 +8,17 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
+from pathlib import Path
 
-import mascot  # noqa: F401  (sets the OpenMP wait policy before torch starts)
-import torch
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from mascot.safety import CrisisDetector
-from mascot.safety_cli import measure_latency
-from mascot.safety_data import load_messages
+import mascot  # noqa: E402,F401  (sets the OpenMP wait policy before torch starts)
+import torch  # noqa: E402
+
+from mascot.safety import CrisisDetector  # noqa: E402
+from mascot.safety_cli import measure_latency  # noqa: E402
+from mascot.safety_data import load_messages  # noqa: E402
 
 
 def main() -> None:
