@@ -100,9 +100,10 @@ class GroupChat:
                 return p
         raise PersonaError(f"{name!r} is not an active persona ({', '.join(p.name for p in self.roster)}).")
 
-    def _start(self, dialogue: Dialogue, user_text: str | None, session_id: str = "") -> tuple[str, CrisisResult]:
+    def _start(self, dialogue: Dialogue, user_text: str | None, session_id: str = "",
+               record: bool = True) -> tuple[str, CrisisResult]:
         """Append (or reuse, for regenerate) the user turn; returns its text and the crisis check's
-        decision on it, made with the earlier user turns as context."""
+        decision on it, made with the earlier user turns as context (logged when `record`)."""
         if user_text is None:  # regenerate: drop this round's persona turns, keep the user turn
             i = dialogue.last_user_index()
             if i < 0:
@@ -114,7 +115,7 @@ class GroupChat:
             dialogue.add(Turn(USER, text))
         i = dialogue.last_user_index()
         history = [t.text for t in dialogue.turns[:i] if t.is_user]
-        return text, self.safety.check(text, history, judge=self.safety_judge, session_id=session_id)
+        return text, self.safety.check(text, history, judge=self.safety_judge, session_id=session_id, record=record)
 
     @staticmethod
     def _crisis_turn(result: CrisisResult) -> Turn:
@@ -171,29 +172,21 @@ class GroupChat:
         """Step many dialogues in lockstep, batching the director and each adapter's speaker calls."""
         added: list[list[Turn]] = [[] for _ in dialogues]
         live: list[int] = []
-        concern: set[int] = set()
         for i, (d, text) in enumerate(zip(dialogues, user_texts)):
-            _, result = self._start(d, text)
+            _, result = self._start(d, text, record=False)  # rollouts and evaluation stay out of the safety log
             if result.is_crisis:
                 added[i].append(d.add(self._crisis_turn(result)))
             else:
                 live.append(i)
-                if result.is_concern:
-                    concern.add(i)
         for step in range(len(self.roster) + 1):
             if not live:
                 break
             states = [DirectorState(dialogues[i], self.roster, seeds[i], find_mentions(dialogues[i].last_user_text(), self.roster)) for i in live]
-            decisions = self.director.decide_batch(states)
-            if step == 0:  # concern: Anchor opens and asks about safety
-                decisions = [Decision(concern_directive(self.roster), "safety") if i in concern else dec
-                             for i, dec in zip(live, decisions)]
+            decisions = self.director.decide_batch(states)  # no concern override: rollouts train the director
             speaking = [(i, dec) for i, dec in zip(live, decisions) if dec.directive is not None]
             items = [(self.persona(dec.directive.speaker), self.roster, dialogues[i], dec.directive) for i, dec in speaking]  # type: ignore[union-attr]
             replies = self.speaker.reply_batch(items, seed=seeds[live[0]] * 101 + step) if items else []
             for (i, dec), reply in zip(speaking, replies):
-                if step == 0 and i in concern:
-                    reply = with_help_note(reply)
                 turn = dialogues[i].add(Turn(dec.directive.speaker, reply or "…", dec.directive, {"source": dec.source}))  # type: ignore[union-attr]
                 added[i].append(turn)
             live = [i for i, _ in speaking]

@@ -219,13 +219,14 @@ def test_group_output_check_replaces_a_bad_persona_reply(es_pack, events):
     assert first.text == REPLY_REPLACEMENT and first.meta["safety"] == "replaced"
 
 
-def test_respond_batch_applies_the_tiers(es_pack, events):
+def test_respond_batch_applies_the_crisis_tier_only(es_pack, events):
     g = GroupChat(FakeBackend(), es_pack.active, mode="round-robin", safety=_stub_detector(events))
     out = g.respond_batch([Dialogue(), Dialogue(), Dialogue()],
                           ["I bought a rope today.", "I feel so empty and I don't know how much longer I can do this", "hi"], [1, 2, 3])
     assert out[0][0].text == CRISIS_REPLY
-    assert out[1][0].speaker == "Anchor" and out[1][0].directive.action == CONCERN_ACTION and HELP_NOTE in out[1][0].text
-    assert out[2][0].directive.action != CONCERN_ACTION
+    # rollouts train the director, so concern does not override its decisions there (and nothing is logged)
+    assert all(t.directive.action != CONCERN_ACTION for turns in out[1:] for t in turns)
+    assert events.tier_counts() == {}
 
 
 def test_check_crisis_keeps_its_interface():
