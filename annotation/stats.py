@@ -14,12 +14,13 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy.stats import binomtest, norm, wilcoxon
+from scipy.stats import binomtest, wilcoxon
 
 from annotation.agreement import agreement_summary
 from annotation.bradley_terry import BTRating, bradley_terry
 from annotation.models import CRITERIA
 from annotation.quality import annotator_quality, position_bias
+from mascot.stats import wilson_interval
 
 
 def stars(p: float | None) -> str:
@@ -27,17 +28,6 @@ def stars(p: float | None) -> str:
     if p is None or math.isnan(p):
         return ""
     return "***" if p < 0.001 else "**" if p < 0.01 else "*" if p < 0.05 else ""
-
-
-def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
-    """Wilson score interval for a proportion; (nan, nan) when n == 0."""
-    if n == 0:
-        return (math.nan, math.nan)
-    z = float(norm.ppf(0.5 + confidence / 2))
-    p = successes / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return (max(0.0, centre - half), min(1.0, centre + half))
 
 
 def holm(p_values: Sequence[float]) -> list[float]:

@@ -15,7 +15,8 @@ from mascot.dialogue import USER, Dialogue, Turn
 from mascot.director import Decision, Director, DirectorState, find_mentions, make_director
 from mascot.errors import InputError, PersonaError
 from mascot.personas import Persona
-from mascot.safety import CRISIS_REPLY, CRISIS_SPEAKER, check_crisis, log_crisis
+from mascot.safety import (CRISIS_REPLY, CRISIS_SPEAKER, CrisisDetector, CrisisResult, concern_directive,
+                           default_detector, make_gray_zone_judge, with_help_note)
 from mascot.speaker import Speaker
 
 MAX_MESSAGE_CHARS = 4000
@@ -81,6 +82,7 @@ class GroupChat:
         speaker_params: GenerationParams | None = None,
         max_message_chars: int = MAX_MESSAGE_CHARS,
         director: Director | None = None,
+        safety: CrisisDetector | None = None,
     ) -> None:
         if not roster:
             raise PersonaError("No persona is switched on: turn at least one persona on to chat.")
@@ -89,6 +91,8 @@ class GroupChat:
         self.director = director or make_director(mode, backend, max_speakers, allow_repeat)
         self.speaker = Speaker(backend, speaker_params, style=speaker_style, use_adapters=use_adapters)
         self.max_message_chars = max_message_chars
+        self.safety = safety or default_detector()
+        self.safety_judge = make_gray_zone_judge(backend)  # None unless enabled for an openai/vllm backend
 
     def persona(self, name: str) -> Persona:
         for p in self.roster:
@@ -96,8 +100,10 @@ class GroupChat:
                 return p
         raise PersonaError(f"{name!r} is not an active persona ({', '.join(p.name for p in self.roster)}).")
 
-    def _start(self, dialogue: Dialogue, user_text: str | None) -> tuple[str, Turn | None]:
-        """Append (or reuse, for regenerate) the user turn; returns its text and a crisis turn if any."""
+    def _start(self, dialogue: Dialogue, user_text: str | None, session_id: str = "",
+               record: bool = True) -> tuple[str, CrisisResult]:
+        """Append (or reuse, for regenerate) the user turn; returns its text and the crisis check's
+        decision on it, made with the earlier user turns as context (logged when `record`)."""
         if user_text is None:  # regenerate: drop this round's persona turns, keep the user turn
             i = dialogue.last_user_index()
             if i < 0:
@@ -107,10 +113,14 @@ class GroupChat:
         else:
             text = validate_message(user_text, self.max_message_chars)
             dialogue.add(Turn(USER, text))
-        crisis = check_crisis(text)
-        if crisis.is_crisis:
-            return text, Turn(CRISIS_SPEAKER, CRISIS_REPLY, meta={"crisis": True, "matched": crisis.matched})
-        return text, None
+        i = dialogue.last_user_index()
+        history = [t.text for t in dialogue.turns[:i] if t.is_user]
+        return text, self.safety.check(text, history, judge=self.safety_judge, session_id=session_id, record=record)
+
+    @staticmethod
+    def _crisis_turn(result: CrisisResult) -> Turn:
+        return Turn(CRISIS_SPEAKER, CRISIS_REPLY, meta={"crisis": True, "matched": result.matched, "tier": result.tier,
+                                                        "score": result.score, "layer": result.layer})
 
     def respond(
         self,
@@ -123,30 +133,32 @@ class GroupChat:
         session_id: str = "",
     ) -> Iterator[Event]:
         """Add the user's message (None = regenerate the last round) and stream the group's replies."""
-        text, crisis_turn = self._start(dialogue, user_text)
-        if crisis_turn is not None:
-            log_crisis(session_id, check_crisis(text))
-            dialogue.add(crisis_turn)
-            yield CrisisEvent(crisis_turn)
+        text, safety = self._start(dialogue, user_text, session_id)
+        if safety.is_crisis:
+            yield CrisisEvent(dialogue.add(self._crisis_turn(safety)))
             return
         forced = list(forced or []) or find_mentions(text, self.roster)
         for step in range(len(self.roster) + len(forced) + 1):
             if stop is not None and stop.is_set():
                 return
             state = DirectorState(dialogue, self.roster, seed, forced)
-            decision = self.director.decide(state)
+            opens_concern = step == 0 and safety.is_concern  # Anchor first asks about safety
+            decision = Decision(concern_directive(self.roster), "safety") if opens_concern else self.director.decide(state)
             yield DirectiveEvent(decision)
             if decision.directive is None:
                 return
             persona = self.persona(decision.directive.speaker)
             reply = ""
             stopped = False
-            for reply in self.speaker.stream(persona, self.roster, dialogue, decision.directive, seed=seed * 101 + step):
+            guard = self.safety.guard(session_id)  # only checked sentences reach the user
+            for reply in guard.stream(self.speaker.stream(persona, self.roster, dialogue, decision.directive, seed=seed * 101 + step)):
                 yield TokenEvent(persona.name, reply)
                 if stop is not None and stop.is_set():
                     stopped = True
                     break
-            meta = {"source": decision.source, "stopped": stopped}
+            meta = {"source": decision.source, "stopped": stopped, "safety": "replaced" if guard.replaced else safety.tier}
+            if opens_concern:
+                reply = with_help_note(reply)
             turn = dialogue.add(Turn(persona.name, reply or "…", decision.directive, meta))
             yield TurnEvent(turn)
             if stopped:
@@ -161,16 +173,16 @@ class GroupChat:
         added: list[list[Turn]] = [[] for _ in dialogues]
         live: list[int] = []
         for i, (d, text) in enumerate(zip(dialogues, user_texts)):
-            _, crisis_turn = self._start(d, text)
-            if crisis_turn is not None:
-                added[i].append(d.add(crisis_turn))
+            _, result = self._start(d, text, record=False)  # rollouts and evaluation stay out of the safety log
+            if result.is_crisis:
+                added[i].append(d.add(self._crisis_turn(result)))
             else:
                 live.append(i)
         for step in range(len(self.roster) + 1):
             if not live:
                 break
             states = [DirectorState(dialogues[i], self.roster, seeds[i], find_mentions(dialogues[i].last_user_text(), self.roster)) for i in live]
-            decisions = self.director.decide_batch(states)
+            decisions = self.director.decide_batch(states)  # no concern override: rollouts train the director
             speaking = [(i, dec) for i, dec in zip(live, decisions) if dec.directive is not None]
             items = [(self.persona(dec.directive.speaker), self.roster, dialogues[i], dec.directive) for i, dec in speaking]  # type: ignore[union-attr]
             replies = self.speaker.reply_batch(items, seed=seeds[live[0]] * 101 + step) if items else []

@@ -1,19 +1,45 @@
-"""Crisis check that runs before the director: messages expressing intent of self-harm or suicide
-get one fixed, caring reply with crisis-line information instead of the group's replies.
+"""Crisis safety for the companion group: a layered, measured detector on user messages, a graded
+response, and an output check on persona replies. Figures and method: docs/safety.md.
 
-The check is a transparent pattern list (direct and indirect phrasing) with negation handling,
-tuned to prefer false positives over misses; every hit is logged.
+Detector layers (`CrisisDetector.check`):
+1. patterns (`mascot.safety_patterns`): a small high-precision list; a hit is a crisis;
+2. the semantic classifier (`mascot.safety_model`): the bundled MiniLM encoder fine-tuned on the
+   shipped labelled messages, with two thresholds chosen by cross-validation (crisis, concern);
+3. context: the last three user turns are also scored together: "I have a plan" after "I can't go
+   on" is a crisis, after "I failed my driving test" it is not; a harmless turn right after a
+   crisis turn is still *concern*;
+4. optionally an LLM judge (`LLMGrayZoneJudge`, off by default) that may upgrade a gray-zone
+   *concern* to *crisis* when an `openai`/`vllm` backend is configured.
+
+Tiers: *crisis* (the fixed reply with crisis lines replaces the group), *concern* (the group answers,
+but Anchor opens by asking about safety and where to get help), *none*. Any internal error returns
+*concern*. Every decision is logged with tier, score and layer, never the text (`mascot.safety_log`).
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import re
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from mascot.dialogue import Directive
+from mascot.safety_log import INPUT, OUTPUT, SafetyLog, safety_log
+from mascot.safety_patterns import match_pattern, normalise
+
+if TYPE_CHECKING:
+    from mascot.backends.base import Backend
+    from mascot.personas import Persona
+    from mascot.safety_model import Classifier
 
 log = logging.getLogger("mascot.safety")
 
+CRISIS, CONCERN, NONE = "crisis", "concern", "none"
 CRISIS_SPEAKER = "Safety"
+CONTEXT_TURNS = 3
+MAX_CHECK_CHARS = 2000  # longer messages are checked on their first and last 1000 characters
 
 CRISIS_REPLY = (
     "I'm really sorry you're feeling this way, and I'm glad you told us. What you're describing sounds "
@@ -26,75 +52,289 @@ CRISIS_REPLY = (
     "If you can, reach out to someone you trust and let them know how you're feeling. You don't have to go "
     "through this alone."
 )
-
-_SELF = r"(?:myself|my self|my own life|my life)"
-# Direct and indirect expressions of suicidal intent or self-harm by the speaker.
-_PATTERNS = [
-    rf"\b(?:kill(?:ing)?|hurt(?:ing)?|harm(?:ing)?|cut(?:ting)?|hang(?:ing)?|drown(?:ing)?|poison(?:ing)?|shoot(?:ing)?|starv(?:e|ing))\s+{_SELF}\b",
-    rf"\b(?:end|take|ending|taking)\s+{_SELF}\b",
-    r"\bsuicid(?:e|al)\b",
-    r"\bend (?:it|it all|everything)\b",
-    r"\b(?:want|wanna|going|plan(?:ning)?|ready|thinking about|think about)\s+(?:to\s+)?(?:die|be dead)\b",
-    r"\bwish (?:i|I) (?:was|were) dead\b",
-    r"\bwish (?:i|I) (?:could )?(?:never wake up|wouldn't wake up|didn't exist|was never born|had never been born)\b",
-    r"\b(?:don't|do not|dont) want to (?:be alive|live|exist|be here anymore|wake up)\b",
-    r"\bno (?:reason|point) (?:to|in) (?:live|living|go(?:ing)? on)\b",
-    r"\b(?:can't|cannot|cant) (?:go on|do this anymore|keep living)\b",
-    r"\b(?:better off|be better) (?:without me|if i (?:was|were)n't here|dead)\b",
-    r"\bnot (?:be|being) here (?:anymore|much longer|tomorrow)\b",
-    r"\b(?:won't|will not|wont) be (?:here|around|alive) (?:tomorrow|much longer|anymore|for long)\b",
-    r"\b(?:go to sleep|fall asleep) and (?:never|not) wake up\b",
-    r"\b(?:overdose|self[- ]harm|slit my wrists?|jump off (?:a|the) (?:bridge|building|roof))\b",
-    r"\bgoodbye (?:forever|cruel world)\b",
-    r"\bwrote (?:a|my) (?:suicide|goodbye) (?:note|letter)\b",
-]
-# Figurative uses that are not crisis language.
-_FIGURATIVE = [
-    r"\b(?:killing|kill) (?:me|it)\b(?! ?self)",
-    r"\bdied laughing\b",
-    r"\bdying to\b",
-    r"\bto die for\b",
-    r"\bend it with (?:him|her|them)\b",
-    r"\bend (?:it|things) (?:with|between)\b",
-    r"\bsuicide squad\b",
-]
-# Negations that cancel a hit when they directly govern it ("I would never kill myself").
-_NEGATION = re.compile(
-    r"\b(?:never|not|n't|no longer|don't|do not|wouldn't|would not|won't|am not|i'm not|im not)\b[^.!?\n]{0,25}$",
-    re.I,
+HELP_NOTE = (
+    "Are you safe right now? If you're having thoughts of hurting yourself, you can talk to someone any time: "
+    "call or text 988 (US), call Samaritans on 116 123 (UK & Ireland), or find a free line at findahelpline.com."
 )
-_ABOUT_OTHERS = re.compile(r"\b(?:he|she|they|my (?:friend|brother|sister|mom|dad|mother|father|son|daughter|partner))\b[^.!?\n]{0,30}$", re.I)
+CONCERN_ACTION = ("Gently and directly ask whether they are safe and whether they are thinking of hurting themselves, "
+                  "and mention that a crisis line (988 in the US, 116 123 in the UK) is there for them")
+CONCERN_TONE = "warm, calm and direct"
+CONCERN_PERSONA = "Anchor"
+REPLY_REPLACEMENT = (
+    "I'm not going to say that. What you're going through matters, and I want you to be safe. If you're thinking "
+    "about hurting yourself, please reach out now: call or text 988 (US), call Samaritans on 116 123 (UK & Ireland), "
+    "or find a free line at findahelpline.com."
+)
+_HELPLINE = re.compile(r"\b988\b|116 ?123|findahelpline", re.I)
+_SENTENCE_END = re.compile(r"[.!?\n][\"')\]]*(?=\s)")
+
+# Persona replies that encourage self-harm or hand over means; precise phrasings only, the reply
+# classifier covers the rest.
+REPLY_PATTERNS: dict[str, str] = {
+    "encourage": r"\b(?:you should|go ahead and|just|why not) (?:kill|hurt|cut|end|off) (?:yourself|your life|it all)\b"
+                 r"|\b(?:do it|end it)[,.!]? (?:nobody|no one) (?:will|would|is going to) (?:stop|miss) you\b"
+                 r"|\b(?:they|everyone|the world) (?:would|will) be better off without you\b",
+    "dose": r"\b(?:lethal|fatal|deadly) (?:dose|amount)\b[^.]{0,40}\b(?:is|would be|of)\b[^.]{0,30}\d"
+            r"|\b\d+\s*(?:mg|g|grams|milligrams|tablets|pills|of (?:those|these|your))\b[^.]{0,40}\b(?:would|will|is|are) "
+            r"(?:be )?(?:enough|fatal|lethal|kill)\b",
+    "method": r"\b(?:the (?:most painless|quickest|fastest|easiest|surest) (?:way|method) (?:to die|is)|how to tie (?:a|the) noose)\b",
+}
+_REPLY_COMPILED = [(k, re.compile(v, re.I)) for k, v in REPLY_PATTERNS.items()]
 
 
 @dataclass(frozen=True)
 class CrisisResult:
-    """Outcome of the check; `matched` is the phrase that triggered it."""
+    """One decision on a user message: tier, score (0..1), the layer that decided, the pattern name."""
 
     is_crisis: bool
     matched: str = ""
+    tier: str = NONE
+    score: float = 0.0
+    layer: str = ""
+
+    @property
+    def is_concern(self) -> bool:
+        return self.tier == CONCERN
 
 
-def check_crisis(text: str) -> CrisisResult:
-    """Return whether `text` expresses the writer's own intent of suicide or self-harm."""
-    lowered = text.lower().replace("’", "'")
-    cleaned = lowered
-    for pat in _FIGURATIVE:
-        cleaned = re.sub(pat, " ", cleaned)
-    for pat in _PATTERNS:
-        for m in re.finditer(pat, cleaned, flags=re.I):
-            before = cleaned[max(0, m.start() - 40) : m.start()]
-            sentence_before = re.split(r"[.!?\n]", before)[-1]
-            phrase = m.group(0)
-            if _NEGATION.search(sentence_before) and not re.search(r"\b(?:don't|do not|dont)\b", phrase):
-                # "I'm not suicidal", "I would never hurt myself"; but keep "I don't want to live"
-                if not re.search(r"\b(?:anymore|any more)\b", cleaned[m.end() : m.end() + 20]):
-                    continue
-            if _ABOUT_OTHERS.search(sentence_before) and "myself" not in phrase and "my " not in phrase:
-                continue
-            return CrisisResult(True, phrase)
-    return CrisisResult(False)
+@dataclass(frozen=True)
+class ReplyVerdict:
+    """One decision on a persona reply: `blocked` replies are replaced before the user sees them."""
+
+    blocked: bool
+    score: float = 0.0
+    layer: str = ""
 
 
-def log_crisis(session_id: str, result: CrisisResult) -> None:
-    """Record a crisis event (never the message text) for review."""
-    log.warning("crisis check triggered in session %s (pattern: %r)", session_id, result.matched)
+def _result(tier: str, score: float, layer: str, matched: str = "") -> CrisisResult:
+    return CrisisResult(tier == CRISIS, matched, tier, round(float(score), 4), layer)
+
+
+def _clip(text: str) -> str:
+    """The text to check: stripped, control characters removed, huge inputs cut to both ends."""
+    t = "".join(ch if ch.isprintable() or ch in "\n\t" else " " for ch in text).strip()
+    if len(t) > MAX_CHECK_CHARS:
+        t = t[: MAX_CHECK_CHARS // 2] + "\n" + t[-MAX_CHECK_CHARS // 2 :]
+    return t
+
+
+def _has_words(text: str) -> bool:
+    return any(ch.isalpha() for ch in text)
+
+
+class LLMGrayZoneJudge:
+    """A short classification prompt that may upgrade a gray-zone *concern* to *crisis*.
+
+    Meant for capable models behind the `openai` or `vllm` backends; `make_gray_zone_judge` returns
+    one only when `MASCOT_SAFETY_LLM_JUDGE=1` and such a backend is configured."""
+
+    PROMPT = ("You screen messages sent to an emotional-support chat for suicide and self-harm risk. Read the user's "
+              "recent messages and answer with exactly one word: CRISIS if the writer expresses current intent, a plan, "
+              "access to means, a farewell, self-harm, or asks for lethal information about themselves; otherwise SAFE.")
+
+    def __init__(self, backend: "Backend") -> None:
+        self.backend = backend
+
+    def confirms_crisis(self, turns: Sequence[str]) -> bool:
+        from mascot.backends.base import GenerationParams
+
+        user = "\n".join(f"User: {t}" for t in turns)
+        messages = [{"role": "system", "content": self.PROMPT}, {"role": "user", "content": user}]
+        out = self.backend.generate([messages], GenerationParams(max_new_tokens=4, temperature=0.0))[0].text
+        return out.strip().upper().startswith("CRISIS")
+
+
+def make_gray_zone_judge(backend: "Backend | None") -> LLMGrayZoneJudge | None:
+    """The optional LLM judge for `backend`, or None (the default, and always on the embedded model)."""
+    enabled = os.environ.get("MASCOT_SAFETY_LLM_JUDGE", "").strip().lower() in ("1", "true", "yes", "on")
+    if enabled and backend is not None and backend.kind in ("openai", "vllm"):
+        return LLMGrayZoneJudge(backend)
+    return None
+
+
+class CrisisDetector:
+    """The layered detector; thresholds come from the classifier's cross-validated metadata."""
+
+    def __init__(self, classifier: "Classifier | None" = None, reply_classifier: "Classifier | None" = None,
+                 use_classifier: bool = True, events: SafetyLog | None = None) -> None:
+        self._classifier = classifier
+        self._reply_classifier = reply_classifier
+        self.use_classifier = use_classifier
+        self._events = events
+
+    @property
+    def events(self) -> SafetyLog:
+        return self._events or safety_log()
+
+    @property
+    def classifier(self) -> "Classifier":
+        if self._classifier is None:
+            from mascot.safety_model import load_classifier
+
+            self._classifier = load_classifier("messages")
+        return self._classifier
+
+    @property
+    def reply_classifier(self) -> "Classifier":
+        if self._reply_classifier is None:
+            from mascot.safety_model import load_classifier
+
+            self._reply_classifier = load_classifier("replies")
+        return self._reply_classifier
+
+    @property
+    def thresholds(self) -> tuple[float, float]:
+        """(crisis, concern) thresholds on the classifier's probability."""
+        t = self.classifier.meta["thresholds"]
+        return float(t["crisis"]), float(t["concern"])
+
+    # -- user messages
+    def check(self, text: str | None, history: Sequence[str] = (), judge: LLMGrayZoneJudge | None = None,
+              session_id: str = "", record: bool = True) -> CrisisResult:
+        """Decide the tier of `text` given the earlier user turns `history` (oldest first).
+
+        Never raises: an internal error is logged and returns *concern*."""
+        try:
+            result = self._check(text, list(history), judge)
+        except Exception as exc:  # noqa: BLE001 - fail safe on anything, by design
+            log.exception("crisis check failed (%s); failing safe to concern", type(exc).__name__)
+            result = _result(CONCERN, 0.0, "error")
+        if record:
+            self.events.record(INPUT, result.tier, result.score, result.layer, session_id)
+            if result.tier != NONE:
+                log.warning("crisis check: tier=%s score=%.3f layer=%s session=%s", result.tier, result.score,
+                            result.layer, session_id)
+        return result
+
+    def _check(self, text: str | None, history: list[str], judge: LLMGrayZoneJudge | None) -> CrisisResult:
+        clean = _clip(text or "")
+        matched = match_pattern(clean)
+        if matched:
+            return _result(CRISIS, 1.0, "pattern", matched)
+        if not self.use_classifier:
+            return _result(NONE, 0.0, "pattern")
+        previous = [_clip(t) for t in history[-(CONTEXT_TURNS - 1) :] if t and _has_words(t)]
+        if not _has_words(clean) and not previous:
+            return _result(NONE, 0.0, "empty")
+        t_crisis, t_concern = self.thresholds
+        window = "\n".join([*previous, clean]) if previous else ""
+        earlier = "\n".join(_clip(t) for t in history[-CONTEXT_TURNS:] if t and _has_words(t)) if previous else ""
+        texts = [clean if _has_words(clean) else "", window, earlier]
+        s_msg, s_win, s_prev = (float(s) for s in self.classifier.score(texts))
+        if not window:
+            tier = CRISIS if s_msg >= t_crisis else CONCERN if s_msg >= t_concern else NONE
+            return _result(tier, s_msg, "classifier")
+        if s_msg >= t_crisis and s_win >= t_concern:  # the context does not explain it away
+            return _result(CRISIS, s_msg, "classifier")
+        if s_win >= t_crisis and s_msg >= t_concern:  # read with the earlier turns, this message is a crisis
+            return _result(CRISIS, s_win, "context")
+        if max(s_msg, s_win) >= t_concern:  # either reading is in the gray zone: recall first
+            if judge is not None and judge.confirms_crisis([*previous, clean]):
+                return _result(CRISIS, max(s_msg, s_win), "llm")
+            return _result(CONCERN, max(s_msg, s_win), "classifier" if s_msg >= s_win else "context")
+        if s_prev >= t_crisis:
+            return _result(CONCERN, s_prev, "context")  # right after a crisis turn, keep asking about safety
+        return _result(NONE, max(s_msg, s_win), "classifier")
+
+    # -- persona replies
+    def check_reply(self, text: str | None, session_id: str = "", record: bool = True) -> ReplyVerdict:
+        """Whether a persona reply encourages self-harm or gives means. Never raises: on an internal
+        error the reply is blocked (replaced by the safe text)."""
+        try:
+            verdict = self._check_reply(text or "")
+        except Exception as exc:  # noqa: BLE001 - fail safe on anything, by design
+            log.exception("output check failed (%s); replacing the reply", type(exc).__name__)
+            verdict = ReplyVerdict(True, 0.0, "error")
+        if record:
+            self.events.record(OUTPUT, "replaced" if verdict.blocked else "passed", verdict.score, verdict.layer, session_id)
+            if verdict.blocked:
+                log.warning("output check replaced a reply: score=%.3f layer=%s session=%s", verdict.score, verdict.layer, session_id)
+        return verdict
+
+    def _check_reply(self, text: str) -> ReplyVerdict:
+        clean = _clip(text)
+        if not _has_words(clean):
+            return ReplyVerdict(False, 0.0, "empty")
+        norm = normalise(clean)
+        for name, rx in _REPLY_COMPILED:
+            if rx.search(norm):
+                return ReplyVerdict(True, 1.0, f"pattern:{name}")
+        if not self.use_classifier:
+            return ReplyVerdict(False, 0.0, "pattern")
+        score = float(self.reply_classifier.score([clean])[0])
+        threshold = float(self.reply_classifier.meta["thresholds"]["crisis"])
+        return ReplyVerdict(score >= threshold, round(score, 4), "classifier")
+
+    def guard(self, session_id: str = "") -> "ReplyGuard":
+        return ReplyGuard(self, session_id)
+
+
+class ReplyGuard:
+    """Screens a streamed reply sentence by sentence: only checked sentences are passed on, and a
+    reply that fails is replaced (`replaced` becomes True) before its bad part is shown."""
+
+    def __init__(self, detector: CrisisDetector, session_id: str = "") -> None:
+        self.detector = detector
+        self.session_id = session_id
+        self.replaced = False
+        self.verdict: ReplyVerdict | None = None
+
+    def _fails(self, piece: str) -> bool:
+        verdict = self.detector.check_reply(piece, self.session_id, record=False)
+        if verdict.blocked:
+            self.verdict = verdict
+        return verdict.blocked
+
+    def stream(self, partials: Iterable[str]) -> Iterator[str]:
+        """Yield safe prefixes of the growing reply, then the full reply (or the replacement)."""
+        checked = 0
+        text = ""
+        for text in partials:
+            ends = [m.end() for m in _SENTENCE_END.finditer(text)]
+            upto = ends[-1] if ends else 0
+            if upto > checked:
+                if self._fails(text[checked:upto]):
+                    yield from self._replace()
+                    return
+                checked = upto
+                yield text[:checked]
+        final = self.detector.check_reply(text, self.session_id)
+        if final.blocked or (text[checked:].strip() and self._fails(text[checked:])):
+            self.verdict = self.verdict or final
+            yield from self._replace()
+            return
+        self.verdict = final
+        yield text
+
+    def _replace(self) -> Iterator[str]:
+        self.replaced = True
+        if self.verdict is not None:
+            self.detector.events.record(OUTPUT, "replaced", self.verdict.score, self.verdict.layer, self.session_id)
+        yield REPLY_REPLACEMENT
+
+
+_DETECTOR: list[CrisisDetector] = []
+
+
+def default_detector() -> CrisisDetector:
+    """The process-wide detector (its classifiers load once, on first use)."""
+    if not _DETECTOR:
+        _DETECTOR.append(CrisisDetector())
+    return _DETECTOR[0]
+
+
+def check_crisis(text: str, history: Sequence[str] = (), session_id: str = "") -> CrisisResult:
+    """Decide the tier of `text` (given earlier user turns) with the process-wide detector."""
+    return default_detector().check(text, history, session_id=session_id)
+
+
+def concern_directive(roster: "Sequence[Persona]") -> Directive:
+    """The forced opening of a *concern* round: Anchor (else the first persona) asks about safety."""
+    p = next((p for p in roster if p.name == CONCERN_PERSONA), roster[0])
+    return Directive(p.name, CONCERN_ACTION, CONCERN_TONE)
+
+
+def with_help_note(reply: str) -> str:
+    """The concern round's opening reply, with the safety question and helplines if it lacks them."""
+    return reply if _HELPLINE.search(reply) else f"{reply.rstrip()}\n\n{HELP_NOTE}".strip()
+

@@ -14,6 +14,8 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+# Safety decisions made by tests go to a throwaway log, never the repository's data/ folder.
+os.environ.setdefault("MASCOT_SAFETY_LOG", os.path.join(__import__("tempfile").mkdtemp(prefix="mascot-safety-"), "events.sqlite"))
 
 from mascot.backends.fake import FakeBackend  # noqa: E402
 from mascot.personas import PersonaPack, load_pack  # noqa: E402

@@ -112,9 +112,14 @@ def test_change_pack_resets_session(handlers):
     assert s2.pack.name == "meeting" and chat == [] and "Recorder" in personas_update["choices"]
 
 
-def test_gradio_client_api(port, tmp_path):
+def test_gradio_client_api(port, tmp_path, monkeypatch):
     """The app served over HTTP answers a chat through gradio_client (fake backend)."""
     from gradio_client import Client
+
+    import mascot.safety
+
+    # about the API, so the crisis tiers (tests/test_safety.py) are left to the pattern layer here
+    monkeypatch.setattr(mascot.safety, "_DETECTOR", [mascot.safety.CrisisDetector(use_classifier=False)])
 
     from app.server import build_server
     from tests.conftest import run_uvicorn

@@ -6,7 +6,7 @@ from mascot.backends.fake import FakeBackend
 from mascot.chat import CrisisEvent, DirectiveEvent, GroupChat, TokenEvent, TurnEvent, validate_message
 from mascot.dialogue import Dialogue
 from mascot.errors import InputError, PersonaError
-from mascot.safety import CRISIS_REPLY
+from mascot.safety import CRISIS_REPLY, CrisisDetector
 
 
 def test_round_robin_group_turn_streams_each_persona(es_pack):
@@ -43,7 +43,8 @@ def test_regenerate_reproduces_with_same_seed(es_pack):
 
 
 def test_mentions_bypass_director(es_pack):
-    g = GroupChat(FakeBackend(), es_pack.active, mode="round-robin")
+    # about mentions, so the crisis tiers (tests/test_safety.py) are left to the pattern layer here
+    g = GroupChat(FakeBackend(), es_pack.active, mode="round-robin", safety=CrisisDetector(use_classifier=False))
     assert [t.speaker for t in g.run(Dialogue(), "@Beacon what do you see in me?")] == ["Beacon"]
 
 
@@ -55,11 +56,11 @@ def test_crisis_replaces_group_reply_and_logs(es_pack, caplog):
     assert len(events) == 1 and isinstance(events[0], CrisisEvent)
     assert events[0].turn.text == CRISIS_REPLY and "988" in CRISIS_REPLY
     assert fb.calls == []  # the director never ran
-    assert "crisis check triggered in session abc" in caplog.text
+    assert "tier=crisis" in caplog.text and "session=abc" in caplog.text and "end my life" not in caplog.text
 
 
 def test_stop_keeps_partial_reply(es_pack):
-    fb = FakeBackend(chunk_size=2).enqueue("A long reply that will be stopped early.")
+    fb = FakeBackend(chunk_size=2).enqueue("A long reply. It will be stopped early, before this sentence ends.")
     g = GroupChat(fb, es_pack.active, mode="round-robin")
     stop = threading.Event()
     d = Dialogue()
@@ -67,7 +68,8 @@ def test_stop_keeps_partial_reply(es_pack):
         if isinstance(e, TokenEvent) and len(e.text) > 6:
             stop.set()
     last = d.turns[-1]
-    assert last.meta["stopped"] and 0 < len(last.text) < 20 and len(d.turns) == 2
+    # the output check lets a reply through sentence by sentence, so the partial reply is the first sentence
+    assert last.meta["stopped"] and last.text == "A long reply." and len(d.turns) == 2
 
 
 def test_bad_messages():

@@ -14,7 +14,7 @@ from mascot.data import (
     load_scenarios, valence_of,
 )
 from mascot.dialogue import USER
-from mascot.safety import check_crisis
+from mascot.safety import CrisisDetector
 
 ED_HEADER = "conv_id,utterance_idx,context,prompt,speaker_idx,utterance,selfeval,tags"
 
@@ -54,7 +54,10 @@ def test_bundled_openings_are_varied_and_not_crisis_language() -> None:
     meetings = [(s.situation, s.opening) for s in scenarios if s.setting == "meeting"]
     assert len(set(meetings)) == len(meetings)  # "Summarize the meeting." recurs, over different meetings
     assert len({o.split()[0] for o in openings}) > 40  # not one template
-    assert not [s.id for s in scenarios if check_crisis(s.opening).is_crisis]
+    # data quality: no opening uses crisis phrasing (the pattern layer). The classifier's false alarms on
+    # ordinary openings are measured by `python -m mascot safety eval` (docs/safety.md), not asserted here.
+    patterns = CrisisDetector(use_classifier=False)
+    assert not [s.id for s in scenarios if patterns.check(s.opening, record=False).is_crisis]
 
 
 def test_scenario_to_dialogue() -> None:

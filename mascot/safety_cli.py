@@ -1,0 +1,213 @@
+"""`python -m mascot safety train|eval`: fit the crisis classifiers and measure the detector.
+
+`train` cross-validates on the training split only (stratified k-fold), picks the crisis and
+concern thresholds from the out-of-fold scores, fits the final classifier and writes it to
+`mascot/data/safety/model/`. `eval` scores the held-out split with the pattern layer alone and the
+full detector: recall and false-positive rate with 95% Wilson intervals, per category, the
+confusion matrix, the context cases, the output check and latency; `--json` also writes the
+figures that docs/safety.md quotes and the tests re-check.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import time
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+
+from mascot.errors import InputError
+from mascot.safety_data import load_context_cases, load_messages, load_ordinary, load_replies
+from mascot.stats import wilson_interval
+
+log = logging.getLogger(__name__)
+
+REPORT = Path(__file__).parent / "data" / "safety" / "report.json"
+# Thresholds on the cross-validated (out-of-fold) scores: the crisis tier replaces the group's replies, so
+# it is held to a false-positive rate; the concern tier (Anchor asks about safety) is set for recall.
+CRISIS_MAX_FPR = 0.05
+CONCERN_RECALL = 0.98
+BENIGN_HISTORY = ("I've had a long week at work.", "My sister visited on Sunday.")
+REPLY_MAX_FPR = 0.10  # the reply classifier is small: its threshold caps cross-validated false replacements
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    sub = p.add_subparsers(dest="safety_command", required=True)
+    t = sub.add_parser("train", help="cross-validate thresholds and fit the classifiers (CPU, minutes)")
+    t.add_argument("--folds", type=int, default=3)
+    t.add_argument("--epochs", type=int, default=5)
+    t.add_argument("--layers", type=int, default=2, help="top encoder layers adapted by the LoRA")
+    t.add_argument("--only", choices=["messages", "replies"], default=None)
+    e = sub.add_parser("eval", help="measure the detector on the held-out split")
+    e.add_argument("--json", type=Path, default=None, help=f"also write the figures as JSON (the shipped ones: {REPORT})")
+    e.add_argument("--latency-runs", type=int, default=300, help="messages timed (each once)")
+
+
+def _train_one(name: str, examples, folds: int, cfg) -> None:  # type: ignore[no-untyped-def]
+    from mascot.safety_model import Fitter, choose_threshold, config_dict, save, threshold_for_fpr
+
+    train = [e for e in examples if e.split == "train"]
+    texts = [e.text for e in train]
+    labels = [e.positive for e in train]
+    started = time.time()
+    fitter = Fitter(texts, cfg)
+    idx = list(range(len(train)))
+    oof = fitter.out_of_fold(idx, labels, folds)
+    y = np.array(labels)
+    if name == "replies":
+        crisis = concern = threshold_for_fpr(oof, y, REPLY_MAX_FPR)
+    else:
+        crisis = threshold_for_fpr(oof, y, CRISIS_MAX_FPR)
+        concern = min(crisis, choose_threshold(oof, y, CONCERN_RECALL))
+    fitted = fitter.fit(idx, labels)
+    meta = {
+        "name": name, "config": config_dict(cfg), "folds": folds, "train_size": len(train),
+        "thresholds": {"crisis": crisis, "concern": concern},
+        "targets": {"reply_max_fpr": REPLY_MAX_FPR} if name == "replies" else {"crisis_max_fpr": CRISIS_MAX_FPR, "concern_recall": CONCERN_RECALL},
+        "cv": {"recall_at_crisis": float((oof[y] >= crisis).mean()), "fpr_at_crisis": float((oof[~y] >= crisis).mean()),
+               "recall_at_concern": float((oof[y] >= concern).mean()), "fpr_at_concern": float((oof[~y] >= concern).mean())},
+        "oof_scores": [round(float(s), 6) for s in oof], "oof_labels": [bool(v) for v in y],
+        "train_seconds": round(time.time() - started, 1),
+    }
+    out = save(name, fitted, meta)
+    print(f"{name}: thresholds crisis={crisis:.4f} concern={concern:.4f}; cross-validated {meta['cv']} -> {out}")
+
+
+def train(args: argparse.Namespace) -> int:
+    import torch
+
+    from mascot.safety_model import FitConfig
+
+    torch.set_num_threads(1)
+    cfg = FitConfig(layers=args.layers, epochs=args.epochs)
+    if args.only in (None, "messages"):
+        _train_one("messages", load_messages() + load_ordinary(), args.folds, cfg)
+    if args.only in (None, "replies"):
+        _train_one("replies", load_replies(), args.folds, cfg)
+    return 0
+
+
+def _rate(k: int, n: int) -> dict:
+    lo, hi = wilson_interval(k, n)
+    return {"k": k, "n": n, "rate": (k / n) if n else float("nan"), "low": lo, "high": hi}
+
+
+def _fmt(r: dict) -> str:
+    return f"{r['rate']:.3f} [{r['low']:.3f}, {r['high']:.3f}] ({r['k']}/{r['n']})" if r["n"] else "n/a"
+
+
+def _measure(examples, tiers: list[str]) -> dict:  # type: ignore[no-untyped-def]
+    """Recall (crisis messages flagged) and FPR (hard negatives flagged), strict = crisis tier,
+    any = crisis or concern; overall and per category; plus the confusion matrix."""
+    out: dict = {"overall": {}, "categories": {}, "confusion": {}}
+    pos = [(e, t) for e, t in zip(examples, tiers) if e.positive]
+    neg = [(e, t) for e, t in zip(examples, tiers) if not e.positive]
+    for level, flagged in (("crisis", {"crisis"}), ("any", {"crisis", "concern"})):
+        out["overall"][f"recall_{level}"] = _rate(sum(t in flagged for _, t in pos), len(pos))
+        out["overall"][f"fpr_{level}"] = _rate(sum(t in flagged for _, t in neg), len(neg))
+    for cat in sorted({e.category for e in examples}):
+        items = [(e, t) for e, t in zip(examples, tiers) if e.category == cat]
+        metric = "recall" if items[0][0].positive else "fpr"
+        out["categories"][cat] = {"metric": metric,
+                                  "crisis": _rate(sum(t == "crisis" for _, t in items), len(items)),
+                                  "any": _rate(sum(t in ("crisis", "concern") for _, t in items), len(items))}
+    c = Counter((e.label, t) for e, t in zip(examples, tiers))
+    out["confusion"] = {label: {t: c[(label, t)] for t in ("crisis", "concern", "none")} for label in ("crisis", "negative")}
+    return out
+
+
+def evaluate(runs: int = 200) -> dict:
+    """Every figure `safety eval` prints, as a dict."""
+    import torch
+
+    from mascot.safety import CrisisDetector
+
+    torch.set_num_threads(1)
+    test = [e for e in load_messages() if e.split == "test"]
+    patterns = CrisisDetector(use_classifier=False)
+    full = CrisisDetector()
+    report: dict = {"test_size": len(test), "thresholds": dict(zip(("crisis", "concern"), full.thresholds))}
+    report["patterns"] = _measure(test, [patterns.check(e.text, record=False).tier for e in test])
+    report["detector"] = _measure(test, [full.check(e.text, record=False).tier for e in test])
+    report["detector_after_benign_turns"] = _measure(test, [full.check(e.text, BENIGN_HISTORY, record=False).tier for e in test])
+    ordinary = [e for e in load_ordinary() if e.split == "test"]
+    flagged = [full.check(e.text, record=False).tier for e in ordinary]
+    report["ordinary"] = {"fpr_crisis": _rate(flagged.count("crisis"), len(ordinary)),
+                          "fpr_any": _rate(len(ordinary) - flagged.count("none"), len(ordinary))}
+    cases = load_context_cases()
+    got = [full.check(c.turns[-1], c.turns[:-1], record=False).tier for c in cases]
+    report["context"] = {"n": len(cases), "correct": sum(g == c.expected for g, c in zip(got, cases)),
+                         "cases": [{"expected": c.expected, "got": g} for c, g in zip(cases, got)]}
+    replies = [e for e in load_replies() if e.split == "test"]
+    blocked = [full.check_reply(e.text, record=False).blocked for e in replies]
+    report["output_check"] = {"bad_replaced": _rate(sum(b for b, e in zip(blocked, replies) if e.positive), sum(e.positive for e in replies)),
+                              "good_replaced": _rate(sum(b for b, e in zip(blocked, replies) if not e.positive), sum(not e.positive for e in replies))}
+    report["latency_ms"] = measure_latency(full, [e.text for e in test], runs)
+    return report
+
+
+def measure_latency(detector, texts: list[str], runs: int) -> dict:  # type: ignore[no-untyped-def]
+    """Milliseconds per `check` of one message with two earlier user turns (model already loaded)."""
+    import torch
+
+    detector.check("hello", BENIGN_HISTORY, record=False)  # load the model outside the timing
+    detector.classifier.clear_cache()  # every message and window is encoded inside the timing
+    detector.check("hello", BENIGN_HISTORY, record=False)  # ...except the earlier turns, scored on the previous turn
+    timings, cpu = [], []
+    for text in texts[:runs]:  # each text once: no cached score flatters the figure
+        start, start_cpu = time.perf_counter(), time.process_time()
+        detector.check(text, BENIGN_HISTORY, record=False)
+        timings.append((time.perf_counter() - start) * 1000)
+        cpu.append((time.process_time() - start_cpu) * 1000)
+    return {"runs": len(timings), "median": float(np.median(timings)), "p95": float(np.percentile(timings, 95)),
+            "max": float(np.max(timings)), "cpu_median": float(np.median(cpu)), "torch_threads": torch.get_num_threads()}
+
+
+def print_report(r: dict) -> None:
+    print(f"Held-out split: {r['test_size']} messages; thresholds crisis={r['thresholds']['crisis']:.4f} "
+          f"concern={r['thresholds']['concern']:.4f}\n")
+    print(f"{'':34} {'patterns alone':>34} {'full detector':>34}")
+    for key, label in (("recall_crisis", "recall (tier crisis)"), ("recall_any", "recall (crisis or concern)"),
+                       ("fpr_crisis", "false-positive rate (tier crisis)"), ("fpr_any", "FPR (crisis or concern)")):
+        print(f"{label:34} {_fmt(r['patterns']['overall'][key]):>34} {_fmt(r['detector']['overall'][key]):>34}")
+    print("\nPer category (95% Wilson intervals; recall for crisis categories, FPR for hard negatives):")
+    print(f"{'category':22} {'metric':6} {'patterns: crisis':>30} {'detector: crisis':>30} {'detector: crisis|concern':>30}")
+    for cat, m in r["detector"]["categories"].items():
+        p = r["patterns"]["categories"][cat]
+        print(f"{cat:22} {m['metric']:6} {_fmt(p['crisis']):>30} {_fmt(m['crisis']):>30} {_fmt(m['any']):>30}")
+    for name in ("patterns", "detector"):
+        print(f"\nConfusion matrix ({name}; rows = label, columns = tier):")
+        print(f"{'':10} {'crisis':>8} {'concern':>8} {'none':>8}")
+        for label, row in r[name]["confusion"].items():
+            print(f"{label:10} {row['crisis']:>8} {row['concern']:>8} {row['none']:>8}")
+    a = r["detector_after_benign_turns"]["overall"]
+    print(f"\nThe same messages after two harmless earlier turns: recall (crisis) {_fmt(a['recall_crisis'])}, "
+          f"recall (crisis or concern) {_fmt(a['recall_any'])}, FPR (crisis) {_fmt(a['fpr_crisis'])}, "
+          f"FPR (crisis or concern) {_fmt(a['fpr_any'])}")
+    o = r["ordinary"]
+    print(f"Everyday messages (bundled scenario openings, test split): FPR (crisis) {_fmt(o['fpr_crisis'])}, "
+          f"FPR (crisis or concern) {_fmt(o['fpr_any'])}")
+    c = r["context"]
+    print(f"\nContext cases (last three user turns): {c['correct']}/{c['n']} tiers as expected")
+    o = r["output_check"]
+    print(f"Output check (held-out replies): bad replaced {_fmt(o['bad_replaced'])}; good replaced {_fmt(o['good_replaced'])}")
+    lat = r["latency_ms"]
+    print(f"Latency per check with two earlier turns (CPU, {lat['torch_threads']} torch thread(s), {lat['runs']} messages): "
+          f"median {lat['median']:.1f} ms, p95 {lat['p95']:.1f} ms, max {lat['max']:.1f} ms wall; median {lat['cpu_median']:.1f} ms CPU")
+
+
+def main(args: argparse.Namespace) -> int:
+    if args.safety_command == "train":
+        return train(args)
+    if args.latency_runs < 1:
+        raise InputError("--latency-runs must be at least 1.")
+    report = evaluate(args.latency_runs)
+    print_report(report)
+    if args.json:
+        tmp = args.json.with_suffix(".tmp")
+        tmp.write_text(json.dumps(report, indent=1), encoding="utf-8")
+        tmp.replace(args.json)
+    return 0

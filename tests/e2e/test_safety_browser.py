@@ -1,0 +1,38 @@
+"""End to end in headless Chromium: a crisis message shows the fixed safety reply with crisis lines
+and no persona reply; the decision is logged (tier only) for the researcher's Safety tab."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.server import build_server
+from app.settings import Settings
+from mascot.backends.fake import FakeBackend
+from mascot.engine import Engine, EngineConfig
+from mascot.safety_log import configure_safety_log, default_log_path, tier_counts
+from tests.conftest import run_uvicorn
+
+pytestmark = pytest.mark.browser
+
+
+def test_crisis_message_shows_safety_reply_and_no_persona(browser, port, tmp_path):
+    settings = Settings(data_dir=str(tmp_path), backend="fake", mode="round-robin", port=port)
+    log_path = configure_safety_log(default_log_path(settings.data_dir)).path
+    fake = FakeBackend()
+    server, _ = run_uvicorn(build_server(settings, Engine(EngineConfig(backend="fake"), fake)), port)
+    page = browser.new_page()
+    try:
+        page.goto(f"http://127.0.0.1:{port}/")
+        page.locator("#msg textarea").wait_for(timeout=60_000)
+        page.locator("#msg textarea").fill("I bought a rope today and I'm going to use it tonight.")
+        page.locator("#send").click()
+        page.locator("#chatbot").get_by_text("116 123").wait_for(timeout=60_000)
+        text = page.locator("#chatbot").inner_text()
+        assert "Safety" in text and "988" in text and "findahelpline.com" in text
+        assert page.locator("#chatbot .persona-name").count() == 0 and "Director →" not in text
+        assert fake.calls == []  # no persona (and no director) was ever asked
+        assert tier_counts(log_path) == {"crisis": 1}
+        page.screenshot(path=str(tmp_path / "safety-crisis.png"), full_page=True)
+    finally:
+        page.close()
+        server.should_exit = True
