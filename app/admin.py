@@ -18,6 +18,7 @@ from app.ui import hide_page_events
 ADMIN_TABS: tuple[tuple[str, str, str], ...] = (
     ("Studies", "app.studies_tab", "render_studies_tab"),
     ("Train", "app.admin_tab", "render_admin_tab"),
+    ("Safety", "app.safety_tab", "render_safety_tab"),
 )
 
 
@@ -33,7 +34,7 @@ def _optional_tab(title: str, module: str, func: str, settings: Settings) -> Non
 def build_admin_app(settings: Settings, tabs: tuple[tuple[str, str, str], ...] = ADMIN_TABS) -> gr.Blocks:
     """The researcher Blocks (mount it behind a login with `app.server.build_server`)."""
     with gr.Blocks(title="MASCOT researcher") as admin:
-        gr.Markdown("## MASCOT · researcher tools\nStudies (blind human evaluation) and training. "
+        gr.Markdown("## MASCOT · researcher tools\nStudies (blind human evaluation), training and safety-check counts. "
                     "Annotators use `/annotate/`; the public chat is at `/`.")
         with gr.Tabs():
             for title, module, func in tabs:
