@@ -4,6 +4,9 @@ CPU install never imports vLLM."""
 from __future__ import annotations
 
 import importlib
+import importlib.util
+import os
+from pathlib import Path
 from typing import Any
 
 from mascot.backends.base import Backend, BackendInfo, Completion, GenerationParams, Messages
@@ -11,6 +14,7 @@ from mascot.errors import unknown_name
 
 # name -> "module:Class"; imported only when chosen.
 BACKENDS: dict[str, str] = {
+    "llamacpp": "mascot.backends.llamacpp:LlamaCppBackend",
     "transformers": "mascot.backends.hf:TransformersBackend",
     "vllm": "mascot.backends.vllm_backend:VLLMBackend",
     "openai": "mascot.backends.openai_backend:OpenAIBackend",
@@ -18,9 +22,29 @@ BACKENDS: dict[str, str] = {
 }
 
 
+AUTO = "auto"
+
+
+def gpu_present() -> bool:
+    """An NVIDIA GPU is visible (checked without importing torch, which costs seconds at startup)."""
+    if os.environ.get("CUDA_VISIBLE_DEVICES", None) in ("", "-1"):
+        return False
+    return Path("/dev/nvidiactl").exists()
+
+
+def resolve_kind(kind: str) -> str:
+    """`auto` -> llamacpp on CPU (when llama-cpp-python is installed), transformers on a GPU; other names as given."""
+    if kind != AUTO:
+        return kind
+    if not gpu_present() and importlib.util.find_spec("llama_cpp") is not None:
+        return "llamacpp"
+    return "transformers"
+
+
 def backend_class(kind: str) -> type[Backend]:
+    kind = resolve_kind(kind)
     if kind not in BACKENDS:
-        raise unknown_name("backend", kind, list(BACKENDS))
+        raise unknown_name("backend", kind, [*BACKENDS, AUTO])
     module, cls = BACKENDS[kind].split(":")
     return getattr(importlib.import_module(module), cls)
 
@@ -34,4 +58,4 @@ def load_backend(kind: str, **kwargs: Any) -> Backend:
     return cls(**{k: v for k, v in kwargs.items() if k in accepted and v is not None})
 
 
-__all__ = ["BACKENDS", "Backend", "BackendInfo", "Completion", "GenerationParams", "Messages", "backend_class", "load_backend"]
+__all__ = ["AUTO", "BACKENDS", "Backend", "BackendInfo", "Completion", "GenerationParams", "Messages", "backend_class", "load_backend", "resolve_kind"]

@@ -36,7 +36,7 @@ class EvalConfig:
     judge: str = "offline"
     judge_options: dict[str, Any] = field(default_factory=dict)
     pack: str = "emotional-support"
-    backend: str = "transformers"
+    backend: str = "auto"  # llamacpp on CPU, transformers on a GPU (mascot.backends.resolve_kind)
     model: str = "embedded"
     dtype: str = "auto"
     checkpoints_dir: str = "checkpoints"
