@@ -225,3 +225,47 @@ def test_random_lora_changes_logits_like_peft_and_needs_the_permutation(llm, hf_
     unpermuted = conv.convert_lora(qk, llm.shape, out_dir=tmp_path / "noperm")
     r_bad = logit_change_correlation(llm, hf_model, unpermuted, "qk-unpermuted", peft_dir=qk)
     assert r_bad < 0.95, f"without the q/k permutation the correlation is still {r_bad:.3f}"
+
+
+# ------------------------------------------- engine, chat handlers and API on the llamacpp backend
+@pytest.fixture
+def llm_engine(llm):
+    from mascot.checkpoints import find_run
+    from mascot.engine import Engine, EngineConfig
+    from mascot.personas import load_pack
+
+    engine = Engine(EngineConfig(backend="llamacpp"), llm, run_dir=find_run(str(CKPT.parents[1])))
+    engine.attach_adapters(load_pack("emotional-support"))
+    assert {"speaker-anchor", "speaker-beacon", "speaker-catalyst"} <= set(llm.adapters)
+    return engine
+
+
+def test_chat_handlers_stream_trained_speakers_on_llamacpp(llm_engine, tmp_path):
+    from app.chat_tab import ChatHandlers
+    from app.settings import Settings
+    from tests.test_app_chat import send
+
+    h = ChatHandlers(llm_engine, Settings(data_dir=str(tmp_path), backend="llamacpp"))
+    msgs, session, frames = send(h, h.new_session(), "I feel lonely since I moved.")
+    assert len(frames) > 3  # streamed token by token
+    turns = [t for t in session.dialogue.turns if t.speaker != "user"]
+    assert [t.speaker for t in turns] == ["Anchor", "Catalyst", "Beacon"] and all(t.text.strip() for t in turns)
+    assert "llamacpp" in h.status(session) and "Anchor, Catalyst, Beacon" in h.status(session)
+
+
+@pytest.mark.slow
+def test_gradio_client_api_on_llamacpp(llm_engine, port, tmp_path):
+    from gradio_client import Client
+
+    from app.server import build_server
+    from app.settings import Settings
+    from tests.conftest import run_uvicorn
+
+    settings = Settings(data_dir=str(tmp_path), backend="llamacpp", mode="round-robin", port=port)
+    server, _ = run_uvicorn(build_server(settings, llm_engine), port)
+    try:
+        client = Client(f"http://127.0.0.1:{port}/", verbose=False)
+        turns = client.predict("I feel lonely", [], "emotional-support", "round-robin", 2, 0, api_name="/chat")
+        assert [t["speaker"] for t in turns] == ["user", "Anchor", "Catalyst"] and all(t["text"] for t in turns)
+    finally:
+        server.should_exit = True

@@ -10,9 +10,12 @@ switched per call. The default for chat, evaluation and frozen-speaker rollouts 
 - Sampling is llama.cpp's sampler chain: repetition penalty over prompt + output (as transformers),
   temperature, top_p, then a seeded draw (greedy when temperature <= 0).
 - Threads: `import mascot` sets OMP_WAIT_POLICY=PASSIVE for torch's OpenMP pool, which makes this
-  OpenMP build of llama.cpp about 3x slower. `import_llama_cpp()` loads llama.cpp's OpenMP runtime
-  under its own policy (MASCOT_LLAMACPP_OMP_WAIT_POLICY, default: the runtime's default) and then
-  restores the variable, so torch keeps PASSIVE (torch ships its own libgomp copy).
+  OpenMP build of llama.cpp about 3x slower. libgomp reads the variable once, when it is loaded, and
+  torch's bundled copy has the same soname, so one process has one policy: whoever loads first.
+  `import_llama_cpp()` loads llama.cpp's runtime under its own policy (MASCOT_LLAMACPP_OMP_WAIT_POLICY,
+  default: unset, libgomp's spin-then-sleep) and restores the variable, so a training process (which
+  never loads llama.cpp) keeps PASSIVE for torch. Chat, CLI and eval load the backend before torch.
+  Decode threads are calibrated at load: all cores, or one thread when the cores are contended.
 """
 
 from __future__ import annotations
@@ -46,6 +49,9 @@ def import_llama_cpp() -> Any:
     """Import llama_cpp with llama.cpp's own OpenMP wait policy, leaving the process setting as it was."""
     if "llama_cpp" in sys.modules:
         return sys.modules["llama_cpp"]
+    if _openmp_started():
+        log.warning("An OpenMP runtime (torch's) started before llama.cpp, so llama.cpp shares its OMP_WAIT_POLICY=%s; "
+                    "load the llamacpp backend before importing torch for full speed.", os.environ.get("OMP_WAIT_POLICY"))
     saved = os.environ.get("OMP_WAIT_POLICY")
     if LLAMACPP_OMP_WAIT_POLICY:
         os.environ["OMP_WAIT_POLICY"] = LLAMACPP_OMP_WAIT_POLICY
@@ -64,6 +70,14 @@ def import_llama_cpp() -> Any:
     logging.getLogger("llama-cpp-python").setLevel(logging.ERROR)  # llama.cpp's own load chatter
     llama_cpp.llama_backend_init()
     return llama_cpp
+
+
+def _openmp_started() -> bool:
+    """libgomp is already loaded (torch bundles one with the same soname, so the first loader sets the policy)."""
+    try:
+        return "libgomp" in Path("/proc/self/maps").read_text()
+    except OSError:
+        return False
 
 
 def resolve_gguf(model: str) -> Path:
