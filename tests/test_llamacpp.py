@@ -55,8 +55,11 @@ def test_prefill_is_not_repeated(llm):
 
 
 def test_batched_generation_matches_one_at_a_time(llm):
-    chats = [MSG, [MSG[0], {"role": "user", "content": "My friend forgot my birthday."}],
-             [MSG[0], {"role": "user", "content": "I am nervous about tomorrow."}]]
+    card = {"role": "system", "content": MSG[0]["content"] + " You listen first, name the feeling, and never lecture. "
+            "You keep replies to two sentences and you speak warmly, like a friend at the kitchen table."}
+    chats = [[card, MSG[1]], [card, {"role": "user", "content": "My friend forgot my birthday."}],
+             [card, {"role": "user", "content": "I am nervous about tomorrow."}]]
+    assert llm._share_prefix([llm._prompt(c, GREEDY) for c in chats]) > 32  # the card is prefilled once, then copied
     batched = llm.generate(chats, GREEDY.with_(max_new_tokens=8), adapter="speaker-anchor")
     single = [llm.generate([c], GREEDY.with_(max_new_tokens=8), adapter="speaker-anchor")[0] for c in chats]
     assert [b.text for b in batched] == [s.text for s in single]

@@ -154,7 +154,7 @@ class LlamaCppBackend(Backend):
         cparams.n_batch = cparams.n_ubatch = n_batch
         cparams.n_seq_max = n_seq
         cparams.kv_unified = False
-        cparams.n_threads, cparams.n_threads_batch = self.threads, self.cores
+        cparams.n_threads = cparams.n_threads_batch = self.threads
         cparams.no_perf = True
         self._ctx = _internals.LlamaContext(model=self._model, params=cparams, verbose=False)
         self.ctx = self._ctx.ctx
@@ -180,14 +180,15 @@ class LlamaCppBackend(Backend):
         with self._lock:
             self._decode([(bos, p, 0, p == 15) for p in range(16)])
             for n in (self.cores, 1, self.cores):  # the first all-cores round warms up the thread pool
-                self.ll.llama_set_n_threads(self.ctx, n, self.cores)
+                self.ll.llama_set_n_threads(self.ctx, n, n)
                 t = time.perf_counter()
                 for _ in range(steps):
                     self._decode([(bos, 16, 0, True)])
                     self.ll.llama_memory_seq_rm(self.mem, 0, 16, -1)
                 self.calibration[n] = steps / (time.perf_counter() - t)
             self.threads = max(self.calibration, key=self.calibration.__getitem__)
-            self.ll.llama_set_n_threads(self.ctx, self.threads, self.cores)
+            # batches and prefill follow the same choice: under contention two threads collapsed there too
+            self.ll.llama_set_n_threads(self.ctx, self.threads, self.threads)
             self._forget_slots()
         log.info("llama.cpp decode threads: %d (steps/s by threads: %s)", self.threads, self.calibration)
 
@@ -393,7 +394,8 @@ class LlamaCppBackend(Backend):
             for start in range(0, len(prompts), self.n_seq):
                 self._forget_slots()
                 chunk = prompts[start:start + self.n_seq]
-                seqs = [_Seq(i, p, 0, self._sampler(params, None if params.seed is None else params.seed + start + i, p))
+                shared = self._share_prefix(chunk)
+                seqs = [_Seq(i, p, shared, self._sampler(params, None if params.seed is None else params.seed + start + i, p))
                         for i, p in enumerate(chunk)]
                 try:
                     for _ in self._run(seqs, params):
@@ -404,6 +406,26 @@ class LlamaCppBackend(Backend):
                 results += [Completion(s.text, len(s.prompt), len(s.out), s.finish) for s in seqs]
             self._forget_slots()
         return results
+
+    def _share_prefix(self, prompts: list[list[int]], min_tokens: int = 32) -> int:
+        """Prefill the prompts' common prefix (the persona card, for one adapter group) once in sequence 0 and
+        copy it to the others; returns how many tokens every sequence now has cached."""
+        n = min(len(p) for p in prompts) - 1
+        for i in range(n):
+            if any(p[i] != prompts[0][i] for p in prompts[1:]):
+                n = i
+                break
+        if len(prompts) < 2 or n < min_tokens:
+            return 0
+        self._prefill(0, prompts[0], 0, n)
+        for i in range(1, len(prompts)):
+            self.ll.llama_memory_seq_cp(self.mem, 0, i, -1, -1)  # across KV streams: a whole-buffer copy
+        return n
+
+    def _prefill(self, seq_id: int, tokens: list[int], start: int, end: int) -> None:
+        """Decode tokens[start:end] into `seq_id` without logits, n_batch at a time."""
+        for pos in range(start, end, self.n_batch):
+            self._decode([(tokens[p], p, seq_id, False) for p in range(pos, min(end, pos + self.n_batch))])
 
     def _single(self, messages: Messages, params: GenerationParams, adapter: str | None,
                 stream: bool) -> Iterator[tuple[str, int, int, str]]:
@@ -460,8 +482,7 @@ class LlamaCppBackend(Backend):
             self._activate(adapter)
             seq_id, cached = self._slot(adapter, prompt[: common + 1])
             shared = prompt[:common]
-            for pos in range(cached, common, self.n_batch):
-                self._decode([(shared[p], p, seq_id, False) for p in range(pos, min(common, pos + self.n_batch))])
+            self._prefill(seq_id, shared, cached, common)
             for f, start in zip(fulls, starts):
                 self.ll.llama_memory_seq_rm(self.mem, seq_id, common, -1)
                 self._decode([(f[p], p, seq_id, True) for p in range(common, len(f))])
