@@ -4,7 +4,8 @@ bf16 backend. Each runs in its own process (own OpenMP runtime and peak RSS), on
 
 Reported per engine:
 - first token: user message -> first streamed speaker token, the LLM director's decision included;
-- decode tokens/s per speaker (speaker prompts, adapter switched every call, 64 greedy tokens);
+- decode tokens/s per speaker (speaker prompts, adapter switched every call, 64 greedy tokens), and the
+  same against plain llama-cpp-python interleaved prompt by prompt in one process (robust to load swings);
 - the whole group turn with the LLM director (`--mode prompted`, it picks how many speak) and the whole
   three-speaker group turn (round-robin director: three speakers, no director call);
 - batched generation throughput vs one-at-a-time (16 speaker prompts, 48 tokens each);
@@ -57,9 +58,8 @@ def load(kind: str, threads: int | None) -> tuple[Any, Any]:
         from mascot.models import embedded_gguf
 
         ll = import_llama_cpp()
-        cores = len(os.sched_getaffinity(0))
-        return ll.Llama(str(embedded_gguf()), n_ctx=2048, n_threads=threads or cores, n_threads_batch=cores,
-                        verbose=False), None
+        n = threads or len(os.sched_getaffinity(0))
+        return ll.Llama(str(embedded_gguf()), n_ctx=2048, n_threads=n, n_threads_batch=n, verbose=False), None
     from mascot.backends import load_backend
     from mascot.checkpoints import find_run
     from mascot.engine import Engine, EngineConfig
@@ -150,6 +150,14 @@ def measure(kind: str, rounds: int, mode: str, threads: int | None) -> dict[str,
     print(f"  {kind}: decode done ({statistics.median(rates):.1f} tok/s)", file=sys.stderr, flush=True)
     row: dict[str, Any] = {"kind": kind, "speaker_prompt_first_token_s": statistics.median(firsts),
                            "decode_tok_s": statistics.median(rates)}
+    if kind == "llamacpp":  # the same comparison interleaved prompt by prompt, so load swings hit both alike
+        plain, _ = load("plain", obj.threads)
+        pairs = [(decode_rates("plain", plain, [p], decode)[1], decode_rates(kind, obj, [p], decode)[1]) for p in prompts[:6]]
+        pairs = [(a[0], b[0]) for a, b in pairs if a and b]
+        row["interleaved_plain_decode_tok_s"] = statistics.median(a for a, _ in pairs)
+        row["interleaved_decode_tok_s"] = statistics.median(b for _, b in pairs)
+        row["interleaved_decode_vs_plain"] = statistics.median(b / a for a, b in pairs)
+        del plain
     if kind == "plain":
         row["threads"] = obj.n_threads if hasattr(obj, "n_threads") else threads
     else:

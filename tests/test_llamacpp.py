@@ -59,6 +59,7 @@ def test_batched_generation_matches_one_at_a_time(llm):
             "You keep replies to two sentences and you speak warmly, like a friend at the kitchen table."}
     chats = [[card, MSG[1]], [card, {"role": "user", "content": "My friend forgot my birthday."}],
              [card, {"role": "user", "content": "I am nervous about tomorrow."}]]
+    llm._forget_slots()  # _share_prefix runs on an empty cache, as generate() calls it
     assert llm._share_prefix([llm._prompt(c, GREEDY) for c in chats]) > 32  # the card is prefilled once, then copied
     batched = llm.generate(chats, GREEDY.with_(max_new_tokens=8), adapter="speaker-anchor")
     single = [llm.generate([c], GREEDY.with_(max_new_tokens=8), adapter="speaker-anchor")[0] for c in chats]
@@ -67,7 +68,11 @@ def test_batched_generation_matches_one_at_a_time(llm):
 
 
 def test_switching_a_b_a_gives_fresh_context_output_for_b(llm):
-    """A -> B -> A on one context: B's greedy output equals a fresh context that only ever ran B."""
+    """A -> B -> A on one context: B's greedy output equals a fresh context that only ever ran B.
+
+    Starts from an empty cache: a prefix cached by an earlier test was prefilled in a batch of another size,
+    which rounds differently and can flip a late greedy near-tie (true of any llama.cpp prefix cache)."""
+    llm._forget_slots()
     a1 = llm.generate([MSG], GREEDY, adapter="speaker-anchor")[0].text
     b1 = llm.generate([MSG], GREEDY, adapter="speaker-beacon")[0].text
     a2 = llm.generate([MSG], GREEDY, adapter="speaker-anchor")[0].text
@@ -110,8 +115,9 @@ def _logprob_sum(llm: LlamaCppBackend, tokens: list[int], start: int, adapter: s
     return float(total)
 
 
-def test_auto_resolves_to_llamacpp_on_cpu_and_registry_lists_it():
+def test_auto_resolves_to_llamacpp_on_cpu_and_registry_lists_it(tiny_model_dir):
     assert resolve_kind("auto") == "llamacpp"
+    assert resolve_kind("auto", str(tiny_model_dir)) == "transformers"  # a transformers folder, no .gguf in it
     assert resolve_kind("transformers") == "transformers"
     assert isinstance(load_backend("llamacpp", model="embedded", dtype="auto", device="auto", n_seq=1), LlamaCppBackend)
 

@@ -32,17 +32,28 @@ def gpu_present() -> bool:
     return Path("/dev/nvidiactl").exists()
 
 
-def resolve_kind(kind: str) -> str:
-    """`auto` -> llamacpp on CPU (when llama-cpp-python is installed), transformers on a GPU; other names as given."""
+def is_gguf_model(model: str) -> bool:
+    """The embedded model, a .gguf file, or a folder holding one (what the llamacpp backend serves)."""
+    from mascot.models import EMBEDDED, EMBEDDED_NAME
+
+    if model in (EMBEDDED, "", EMBEDDED_NAME, f"HuggingFaceTB/{EMBEDDED_NAME}"):
+        return True
+    path = Path(model)
+    return path.suffix == ".gguf" or (path.is_dir() and any(path.glob("*.gguf")))
+
+
+def resolve_kind(kind: str, model: str = "embedded") -> str:
+    """`auto` -> llamacpp on CPU for a GGUF model (when llama-cpp-python is installed), else transformers
+    (a GPU, or a transformers model folder / hub name); other names as given."""
     if kind != AUTO:
         return kind
-    if not gpu_present() and importlib.util.find_spec("llama_cpp") is not None:
+    if not gpu_present() and is_gguf_model(model) and importlib.util.find_spec("llama_cpp") is not None:
         return "llamacpp"
     return "transformers"
 
 
-def backend_class(kind: str) -> type[Backend]:
-    kind = resolve_kind(kind)
+def backend_class(kind: str, model: str = "embedded") -> type[Backend]:
+    kind = resolve_kind(kind, model)
     if kind not in BACKENDS:
         raise unknown_name("backend", kind, [*BACKENDS, AUTO])
     module, cls = BACKENDS[kind].split(":")
@@ -51,7 +62,7 @@ def backend_class(kind: str) -> type[Backend]:
 
 def load_backend(kind: str, **kwargs: Any) -> Backend:
     """Build a backend by registry name, passing only the options it accepts."""
-    cls = backend_class(kind)
+    cls = backend_class(kind, str(kwargs.get("model") or "embedded"))
     import inspect
 
     accepted = inspect.signature(cls.__init__).parameters

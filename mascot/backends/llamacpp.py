@@ -409,7 +409,7 @@ class LlamaCppBackend(Backend):
 
     def _share_prefix(self, prompts: list[list[int]], min_tokens: int = 32) -> int:
         """Prefill the prompts' common prefix (the persona card, for one adapter group) once in sequence 0 and
-        copy it to the others; returns how many tokens every sequence now has cached."""
+        copy it to the others; returns how many tokens every sequence now has cached. Needs an empty cache."""
         n = min(len(p) for p in prompts) - 1
         for i in range(n):
             if any(p[i] != prompts[0][i] for p in prompts[1:]):
