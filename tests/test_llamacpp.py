@@ -78,7 +78,7 @@ def test_switching_a_b_a_gives_fresh_context_output_for_b(llm):
     a2 = llm.generate([MSG], GREEDY, adapter="speaker-anchor")[0].text
     b2 = llm.generate([MSG], GREEDY, adapter="speaker-beacon")[0].text
     base = llm.generate([MSG], GREEDY)[0].text
-    fresh = LlamaCppBackend("embedded", n_ctx=1024, n_seq=1)  # one slot: every switch reuses the same cells
+    fresh = LlamaCppBackend("embedded", n_ctx=1024, n_seq=1, threads=llm.threads)  # one slot: every switch reuses the same cells
     fresh.add_adapter("speaker-beacon", str(CKPT / "beacon"))
     assert fresh.generate([MSG], GREEDY, adapter="speaker-beacon")[0].text == b1 == b2
     assert a1 == a2 and len({a1, b1, base}) == 3
@@ -119,7 +119,7 @@ def test_auto_resolves_to_llamacpp_on_cpu_and_registry_lists_it(tiny_model_dir):
     assert resolve_kind("auto") == "llamacpp"
     assert resolve_kind("auto", str(tiny_model_dir)) == "transformers"  # a transformers folder, no .gguf in it
     assert resolve_kind("transformers") == "transformers"
-    assert isinstance(load_backend("llamacpp", model="embedded", dtype="auto", device="auto", n_seq=1), LlamaCppBackend)
+    assert isinstance(load_backend("llamacpp", model="embedded", dtype="auto", device="auto", n_seq=1, threads=1), LlamaCppBackend)
 
 
 # ------------------------------------------------------------------------ errors
@@ -249,6 +249,7 @@ def llm_engine(llm):
     return engine
 
 
+@pytest.mark.slow
 def test_chat_handlers_stream_trained_speakers_on_llamacpp(llm_engine, tmp_path):
     from app.chat_tab import ChatHandlers
     from app.settings import Settings
