@@ -18,7 +18,7 @@ class Settings:
 
     host: str = "127.0.0.1"
     port: int = 7860
-    backend: str = "transformers"  # transformers | vllm | openai | fake
+    backend: str = "auto"  # auto (llamacpp on CPU, transformers on GPU) | llamacpp | transformers | vllm | openai | fake
     model: str = "embedded"  # "embedded" (SmolLM2-135M-Instruct) or a local path / hub-style name
     dtype: str = "auto"  # auto | bfloat16 | float32
     openai_base_url: str = "http://127.0.0.1:8000/v1"

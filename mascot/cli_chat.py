@@ -26,7 +26,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--mode", default="trained", help=f"director mode: {', '.join(DIRECTOR_MODES)}")
     p.add_argument("--max-speakers", type=int, default=3, help="most personas that reply to one message")
     p.add_argument("--style", default="persona", help=f"speaker prompt style: {', '.join(SPEAKER_STYLES)}")
-    p.add_argument("--backend", default="transformers", help="transformers | vllm | openai | fake")
+    p.add_argument("--backend", default="auto", help="auto (llamacpp on CPU, transformers on GPU) | llamacpp | transformers | vllm | openai | fake")
     p.add_argument("--model", default="embedded", help="'embedded', a local model folder, or a cached hub name")
     p.add_argument("--base-url", default="http://127.0.0.1:8000/v1", help="OpenAI-compatible server (openai backend)")
     p.add_argument("--checkpoints-dir", default="checkpoints")

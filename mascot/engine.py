@@ -23,7 +23,7 @@ log = logging.getLogger(__name__)
 class EngineConfig:
     """Which backend and model to load, and where trained adapters live."""
 
-    backend: str = "transformers"
+    backend: str = "auto"  # llamacpp on CPU, transformers on a GPU (mascot.backends.resolve_kind)
     model: str = "embedded"
     dtype: str = "auto"
     device: str = "auto"

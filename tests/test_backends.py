@@ -79,7 +79,7 @@ def test_bad_adapter_paths(tiny_backend, tmp_path):
 
 
 def test_unknown_backend_lists_names():
-    with pytest.raises(ConfigError, match="fake, openai, transformers, vllm"):
+    with pytest.raises(ConfigError, match="auto, fake, llamacpp, openai, transformers, vllm"):
         load_backend("nope")
 
 

@@ -76,7 +76,7 @@ def test_cli_json_lines():
 
 def test_cli_errors_are_one_clear_line():
     r = _cli("--message", "hi", "--backend", "nope")
-    assert r.returncode == 2 and "Valid backend names: fake, openai, transformers, vllm" in r.stderr
+    assert r.returncode == 2 and "Valid backend names: auto, fake, llamacpp, openai, transformers, vllm" in r.stderr
     assert "Traceback" not in r.stderr
     r = _cli("--message", "hi", "--backend", "fake", "--mode", "chaos")
     assert r.returncode == 2 and "Valid director mode names" in r.stderr

@@ -200,9 +200,10 @@ def test_sft_adapters_route_through_their_own_names(tmp_path: Path, tiny_scenari
 
 
 @pytest.mark.slow
-def test_eval_on_the_embedded_model(tmp_path: Path, tiny_scenarios: Path) -> None:
-    """The real path: SmolLM2-135M through the transformers backend, offline judge, one scenario per valence."""
-    results = run_eval(EvalConfig(systems=["zero-shot", "few-shot"], scenarios=str(tiny_scenarios), backend="transformers",
+@pytest.mark.parametrize("backend", ["transformers", "llamacpp"])
+def test_eval_on_the_embedded_model(tmp_path: Path, tiny_scenarios: Path, backend: str) -> None:
+    """The real path: SmolLM2-135M through each CPU backend, offline judge, one scenario per valence."""
+    results = run_eval(EvalConfig(systems=["zero-shot", "few-shot"], scenarios=str(tiny_scenarios), backend=backend,
                                   max_new_tokens=24, output=str(tmp_path / "real"), progress=False))
     for name in ("zero-shot", "few-shot"):
         s = results["systems"][name]

@@ -4,6 +4,9 @@ CPU install never imports vLLM."""
 from __future__ import annotations
 
 import importlib
+import importlib.util
+import os
+from pathlib import Path
 from typing import Any
 
 from mascot.backends.base import Backend, BackendInfo, Completion, GenerationParams, Messages
@@ -11,6 +14,7 @@ from mascot.errors import unknown_name
 
 # name -> "module:Class"; imported only when chosen.
 BACKENDS: dict[str, str] = {
+    "llamacpp": "mascot.backends.llamacpp:LlamaCppBackend",
     "transformers": "mascot.backends.hf:TransformersBackend",
     "vllm": "mascot.backends.vllm_backend:VLLMBackend",
     "openai": "mascot.backends.openai_backend:OpenAIBackend",
@@ -18,20 +22,51 @@ BACKENDS: dict[str, str] = {
 }
 
 
-def backend_class(kind: str) -> type[Backend]:
+AUTO = "auto"
+
+
+def gpu_present() -> bool:
+    """An NVIDIA GPU is visible (checked without importing torch, which costs seconds at startup)."""
+    if os.environ.get("CUDA_VISIBLE_DEVICES", None) in ("", "-1"):
+        return False
+    return Path("/dev/nvidiactl").exists()
+
+
+def is_gguf_model(model: str) -> bool:
+    """The embedded model, a .gguf file, or a folder holding one (what the llamacpp backend serves)."""
+    from mascot.models import EMBEDDED, EMBEDDED_NAME
+
+    if model in (EMBEDDED, "", EMBEDDED_NAME, f"HuggingFaceTB/{EMBEDDED_NAME}"):
+        return True
+    path = Path(model)
+    return path.suffix == ".gguf" or (path.is_dir() and any(path.glob("*.gguf")))
+
+
+def resolve_kind(kind: str, model: str = "embedded") -> str:
+    """`auto` -> llamacpp on CPU for a GGUF model (when llama-cpp-python is installed), else transformers
+    (a GPU, or a transformers model folder / hub name); other names as given."""
+    if kind != AUTO:
+        return kind
+    if not gpu_present() and is_gguf_model(model) and importlib.util.find_spec("llama_cpp") is not None:
+        return "llamacpp"
+    return "transformers"
+
+
+def backend_class(kind: str, model: str = "embedded") -> type[Backend]:
+    kind = resolve_kind(kind, model)
     if kind not in BACKENDS:
-        raise unknown_name("backend", kind, list(BACKENDS))
+        raise unknown_name("backend", kind, [*BACKENDS, AUTO])
     module, cls = BACKENDS[kind].split(":")
     return getattr(importlib.import_module(module), cls)
 
 
 def load_backend(kind: str, **kwargs: Any) -> Backend:
     """Build a backend by registry name, passing only the options it accepts."""
-    cls = backend_class(kind)
+    cls = backend_class(kind, str(kwargs.get("model") or "embedded"))
     import inspect
 
     accepted = inspect.signature(cls.__init__).parameters
     return cls(**{k: v for k, v in kwargs.items() if k in accepted and v is not None})
 
 
-__all__ = ["BACKENDS", "Backend", "BackendInfo", "Completion", "GenerationParams", "Messages", "backend_class", "load_backend"]
+__all__ = ["AUTO", "BACKENDS", "Backend", "BackendInfo", "Completion", "GenerationParams", "Messages", "backend_class", "load_backend", "resolve_kind"]

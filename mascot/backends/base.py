@@ -1,8 +1,9 @@
 """The one generation interface shared by the live chat, training rollouts and evaluation.
 
 A backend turns chat-format messages into text, optionally through a named LoRA adapter on one
-shared base model. Implementations: transformers (default, CPU/GPU), vllm (GPU, multi-LoRA),
-openai (any OpenAI-compatible server) and fake (scripted, for tests).
+shared base model. Implementations: llamacpp (the CPU default: the GGUF model with GGUF LoRAs),
+transformers (CPU/GPU, and what training uses), vllm (GPU, multi-LoRA), openai (any
+OpenAI-compatible server) and fake (scripted, for tests). `auto` picks llamacpp on CPU.
 """
 
 from __future__ import annotations
@@ -93,6 +94,15 @@ class Backend(ABC):
         from mascot.errors import BackendError
 
         raise BackendError(f"The {self.kind} backend does not support LoRA adapters (asked for {name!r} at {path}).")
+
+    def score(
+        self, messages: Messages, continuations: Sequence[str], params: GenerationParams, adapter: str | None = None
+    ) -> list[float]:
+        """For each continuation, the sum of its token log-probabilities after the chat prompt plus
+        `params.prefill` (the director uses it to pick a speaker constrained to the roster)."""
+        from mascot.errors import BackendError
+
+        raise BackendError(f"The {self.kind} backend cannot score continuations; use --backend llamacpp or transformers.")
 
     @abstractmethod
     def info(self) -> BackendInfo:

@@ -29,7 +29,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--judge-cache", default=None, help="llm judge: SQLite verdict cache path (env MASCOT_JUDGE_CACHE)")
     g.add_argument("--judge-workers", type=int, default=4, help="llm judge: concurrent requests (default: %(default)s)")
     g = parser.add_argument_group("generation")
-    g.add_argument("--backend", default="transformers", help="generation backend (default: %(default)s)")
+    g.add_argument("--backend", default="auto", help="generation backend: auto = llamacpp on CPU, transformers on GPU (default: %(default)s)")
     g.add_argument("--model", default="embedded", help="base model: embedded, a local folder or a cached hub name")
     g.add_argument("--dtype", default="auto")
     g.add_argument("--checkpoints-dir", default="checkpoints", help="where trained adapters live (default: %(default)s)")

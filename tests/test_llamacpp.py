@@ -1,0 +1,281 @@
+"""The llamacpp backend on the embedded GGUF: generation semantics, adapter switching, the PEFT -> GGUF
+LoRA converter (checked against transformers+peft), scoring and clear errors."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from mascot.backends import GenerationParams, load_backend, resolve_kind
+from mascot.backends.llamacpp import LlamaCppBackend
+from mascot.backends.llamacpp_check import load_hf_base, logit_change_correlation, random_lora
+from mascot.backends.llamacpp_lora import BaseShape, convert_lora
+from mascot.errors import BackendError
+
+CKPT = Path(__file__).resolve().parents[1] / "checkpoints" / "tiny-cpu" / "speakers"
+MSG = [{"role": "system", "content": "You are Anchor, a calm and steady friend."},
+       {"role": "user", "content": "I failed my driving test again and I feel stupid."}]
+GREEDY = GenerationParams(max_new_tokens=16, temperature=0.0)
+
+
+@pytest.fixture(scope="module")
+def llm() -> LlamaCppBackend:
+    backend = LlamaCppBackend("embedded", n_ctx=1024, n_seq=4)
+    for key in ("anchor", "beacon"):
+        backend.add_adapter(f"speaker-{key}", str(CKPT / key))
+    return backend
+
+
+# --------------------------------------------------------------------- generation
+def test_stream_equals_generate_and_stops(llm):
+    out = llm.generate([MSG], GREEDY)[0]
+    assert out.completion_tokens > 0 and out.text
+    assert "".join(llm.stream(MSG, GREEDY)) == out.text
+    word = out.text.split()[1]
+    cut = llm.generate([MSG], GREEDY.with_(stop=(word,)))[0]
+    assert word not in cut.text and out.text.startswith(cut.text) and cut.finish_reason == "stop"
+    assert llm.generate([MSG], GREEDY.with_(max_new_tokens=3))[0].completion_tokens == 3
+
+
+def test_seeds_and_temperature(llm):
+    p = GenerationParams(max_new_tokens=20, temperature=1.0, top_p=0.95, seed=7)
+    a, b = (llm.generate([MSG], p)[0].text for _ in range(2))
+    assert a == b, "the same seed must give the same sample"
+    others = {llm.generate([MSG], p.with_(seed=s))[0].text for s in range(8, 12)}
+    assert len(others | {a}) > 1, "different seeds must give different samples"
+
+
+def test_prefill_is_not_repeated(llm):
+    out = llm.generate([MSG], GREEDY.with_(prefill='{"speaker": "'))[0].text
+    assert not out.startswith('{"speaker"')
+
+
+def test_batched_generation_matches_one_at_a_time(llm):
+    card = {"role": "system", "content": MSG[0]["content"] + " You listen first, name the feeling, and never lecture. "
+            "You keep replies to two sentences and you speak warmly, like a friend at the kitchen table."}
+    chats = [[card, MSG[1]], [card, {"role": "user", "content": "My friend forgot my birthday."}],
+             [card, {"role": "user", "content": "I am nervous about tomorrow."}]]
+    llm._forget_slots()  # _share_prefix runs on an empty cache, as generate() calls it
+    assert llm._share_prefix([llm._prompt(c, GREEDY) for c in chats]) > 32  # the card is prefilled once, then copied
+    batched = llm.generate(chats, GREEDY.with_(max_new_tokens=8), adapter="speaker-anchor")
+    single = [llm.generate([c], GREEDY.with_(max_new_tokens=8), adapter="speaker-anchor")[0] for c in chats]
+    assert [b.text for b in batched] == [s.text for s in single]
+    assert all(b.prompt_tokens == s.prompt_tokens for b, s in zip(batched, single))
+
+
+def test_switching_a_b_a_gives_fresh_context_output_for_b(llm):
+    """A -> B -> A on one context: B's greedy output equals a fresh context that only ever ran B.
+
+    Starts from an empty cache: a prefix cached by an earlier test was prefilled in a batch of another size,
+    which rounds differently and can flip a late greedy near-tie (true of any llama.cpp prefix cache)."""
+    llm._forget_slots()
+    a1 = llm.generate([MSG], GREEDY, adapter="speaker-anchor")[0].text
+    b1 = llm.generate([MSG], GREEDY, adapter="speaker-beacon")[0].text
+    a2 = llm.generate([MSG], GREEDY, adapter="speaker-anchor")[0].text
+    b2 = llm.generate([MSG], GREEDY, adapter="speaker-beacon")[0].text
+    base = llm.generate([MSG], GREEDY)[0].text
+    fresh = LlamaCppBackend("embedded", n_ctx=1024, n_seq=1, threads=llm.threads)  # one slot: every switch reuses the same cells
+    fresh.add_adapter("speaker-beacon", str(CKPT / "beacon"))
+    assert fresh.generate([MSG], GREEDY, adapter="speaker-beacon")[0].text == b1 == b2
+    assert a1 == a2 and len({a1, b1, base}) == 3
+    fresh.add_adapter("speaker-anchor", str(CKPT / "anchor"))
+    for _ in range(2):  # with a single KV slot, A's cells must never serve B's prompt (and back)
+        assert fresh.generate([MSG], GREEDY, adapter="speaker-anchor")[0].text == a1
+        assert fresh.generate([MSG], GREEDY, adapter="speaker-beacon")[0].text == b1
+    with pytest.raises(BackendError, match="not loaded"):
+        llm.generate([MSG], GREEDY, adapter="nope")
+
+
+def test_score_matches_logits(llm):
+    names = ["Anchor", "Beacon", "zebra quantum"]
+    p = GREEDY.with_(prefill='{"speaker": "')
+    scores = llm.score(MSG, names, p, adapter="speaker-anchor")
+    assert len(scores) == 3 and scores[2] < max(scores[:2])
+    prompt = llm.tokenize(llm.render(MSG, p.prefill))
+    for name, got in zip(names, scores):  # the same number from one full-sequence decode
+        full = llm.tokenize(llm.render(MSG, p.prefill) + name)
+        start = next(i for i, (a, b) in enumerate(zip(prompt + [-1], full)) if a != b)
+        want = _logprob_sum(llm, full, start, "speaker-anchor")
+        assert got == pytest.approx(want, abs=1e-3)
+
+
+def _logprob_sum(llm: LlamaCppBackend, tokens: list[int], start: int, adapter: str | None) -> float:
+    llm._activate(adapter)
+    llm._forget_slots()
+    llm._decode([(t, i, 0, True) for i, t in enumerate(tokens)])
+    total = 0.0
+    for t in range(start, len(tokens)):
+        lg = llm._logits(t - 1).astype(np.float64)
+        total += lg[tokens[t]] - lg.max() - np.log(np.exp(lg - lg.max()).sum())
+    llm._forget_slots()
+    return float(total)
+
+
+def test_auto_resolves_to_llamacpp_on_cpu_and_registry_lists_it(tiny_model_dir):
+    assert resolve_kind("auto") == "llamacpp"
+    assert resolve_kind("auto", str(tiny_model_dir)) == "transformers"  # a transformers folder, no .gguf in it
+    assert resolve_kind("transformers") == "transformers"
+    assert isinstance(load_backend("llamacpp", model="embedded", dtype="auto", device="auto", n_seq=1, threads=1), LlamaCppBackend)
+
+
+# ------------------------------------------------------------------------ errors
+def test_missing_and_corrupt_gguf(tmp_path):
+    with pytest.raises(BackendError, match="does not exist"):
+        LlamaCppBackend(str(tmp_path / "nope.gguf"))
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(b"GGUF" + b"\x00" * 64)
+    with pytest.raises(BackendError, match="not a readable GGUF"):
+        LlamaCppBackend(str(bad))
+
+
+def test_adapter_errors(llm, tmp_path, tiny_model_dir):
+    from tests.test_backends import make_lora
+
+    other = make_lora(tiny_model_dir, tmp_path / "other", seed=1)  # hidden size 16, not 576
+    with pytest.raises(BackendError, match="trained on another base model"):
+        llm.add_adapter("other", str(other))
+    with pytest.raises(BackendError, match="not a PEFT adapter folder"):
+        llm.add_adapter("empty", str(tmp_path))
+    with pytest.raises(BackendError, match="does not exist"):
+        llm.add_adapter("gone", str(tmp_path / "gone"))
+    broken = tmp_path / "broken"
+    shutil.copytree(CKPT / "anchor", broken)
+    (broken / "adapter_model.safetensors").write_bytes(b"\x00garbage")
+    with pytest.raises(BackendError, match="corrupt"):
+        llm.add_adapter("broken", str(broken))
+    patterned = tmp_path / "patterned"
+    shutil.copytree(CKPT / "anchor", patterned)
+    cfg = json.loads((patterned / "adapter_config.json").read_text())
+    cfg["rank_pattern"] = {"q_proj": 4}
+    (patterned / "adapter_config.json").write_text(json.dumps(cfg))
+    with pytest.raises(BackendError, match="rank_pattern"):
+        llm.add_adapter("patterned", str(patterned))
+    with pytest.raises(BackendError, match="supports llama only"):
+        convert_lora(CKPT / "anchor", BaseShape("qwen2", 30, 576, 9, 3, 1536), out_dir=tmp_path)
+    assert "other" not in llm.adapters and "broken" not in llm.adapters
+
+
+def test_engine_falls_back_to_prompted_with_warning(llm, tmp_path, tiny_model_dir):
+    from mascot.engine import Engine, EngineConfig
+    from mascot.personas import load_pack
+    from tests.test_backends import make_lora
+
+    pack = load_pack("emotional-support").copy()
+    pack.get("Catalyst").adapter = str(make_lora(tiny_model_dir, tmp_path / "wrong", seed=2))
+    engine = Engine(EngineConfig(backend="llamacpp"), llm)
+    warnings = engine.attach_adapters(pack)
+    assert any("Catalyst" in w and "another base model" in w and "prompted base model" in w for w in warnings)
+    assert "speaker-catalyst" not in llm.adapters
+
+
+# ---------------------------------------------------------------- the converter
+def test_converter_writes_adapter_metadata_and_permuted_q_k(tmp_path, llm):
+    import gguf
+    from safetensors.numpy import load_file
+
+    from mascot.backends.llamacpp_lora import permute_rows
+
+    out = convert_lora(CKPT / "anchor", llm.shape, out_dir=tmp_path)
+    assert convert_lora(CKPT / "anchor", llm.shape, out_dir=tmp_path) == out  # cached by content hash
+    r = gguf.GGUFReader(out)
+    field = lambda k: r.fields[k].contents()  # noqa: E731
+    assert field("general.type") == "adapter" and field("adapter.type") == "lora"
+    assert field("general.architecture") == "llama" and field("adapter.lora.alpha") == 16.0
+    tensors = {t.name: np.asarray(t.data) for t in r.tensors}
+    assert "blk.20.attn_q.weight.lora_a" in tensors and "blk.29.attn_output.weight.lora_b" in tensors
+    peft = load_file(str(CKPT / "anchor" / "adapter_model.safetensors"))
+    q_b = peft["base_model.model.model.layers.20.self_attn.q_proj.lora_B.weight"].astype(np.float32)
+    k_b = peft["base_model.model.model.layers.20.self_attn.k_proj.lora_B.weight"].astype(np.float32)
+    v_b = peft["base_model.model.model.layers.20.self_attn.v_proj.lora_B.weight"].astype(np.float32)
+    np.testing.assert_array_equal(tensors["blk.20.attn_q.weight.lora_b"], permute_rows(q_b, 9))
+    np.testing.assert_array_equal(tensors["blk.20.attn_k.weight.lora_b"], permute_rows(k_b, 3))
+    np.testing.assert_array_equal(tensors["blk.20.attn_v.weight.lora_b"], v_b)
+
+
+def test_rslora_alpha(tmp_path, llm):
+    import gguf
+
+    folder = tmp_path / "rs"
+    shutil.copytree(CKPT / "anchor", folder)
+    cfg = json.loads((folder / "adapter_config.json").read_text())
+    cfg["use_rslora"] = True
+    (folder / "adapter_config.json").write_text(json.dumps(cfg))
+    r = gguf.GGUFReader(convert_lora(folder, llm.shape, out_dir=tmp_path))
+    assert r.fields["adapter.lora.alpha"].contents() == pytest.approx(16 * 8 ** 0.5)
+
+
+# ------------------------------------------ transformers+peft vs llama.cpp logit change
+@pytest.fixture(scope="module")
+def hf_model():
+    return load_hf_base()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("key", ["anchor", "beacon", "catalyst"])
+def test_shipped_adapter_changes_logits_like_peft(llm, hf_model, key):
+    r = logit_change_correlation(llm, hf_model, CKPT / key, f"speaker-{key}")
+    assert r >= 0.95, f"{key}: logit-change correlation {r:.3f} < 0.95"
+
+
+@pytest.mark.slow
+def test_random_lora_changes_logits_like_peft_and_needs_the_permutation(llm, hf_model, tmp_path, monkeypatch):
+    every = random_lora(hf_model, tmp_path / "rand", ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"], 0)
+    qk = random_lora(hf_model, tmp_path / "qk", ["q_proj", "k_proj"], 1)
+    r_all = logit_change_correlation(llm, hf_model, every, "rand")
+    r_qk = logit_change_correlation(llm, hf_model, qk, "qk")
+    assert r_all >= 0.95 and r_qk >= 0.95, (r_all, r_qk)
+    import mascot.backends.llamacpp_lora as conv
+
+    monkeypatch.setattr(conv, "permute_rows", lambda w, n_head: w)  # the converter without the permutation
+    unpermuted = conv.convert_lora(qk, llm.shape, out_dir=tmp_path / "noperm")
+    r_bad = logit_change_correlation(llm, hf_model, unpermuted, "qk-unpermuted", peft_dir=qk)
+    assert r_bad < 0.95, f"without the q/k permutation the correlation is still {r_bad:.3f}"
+
+
+# ------------------------------------------- engine, chat handlers and API on the llamacpp backend
+@pytest.fixture
+def llm_engine(llm):
+    from mascot.checkpoints import find_run
+    from mascot.engine import Engine, EngineConfig
+    from mascot.personas import load_pack
+
+    engine = Engine(EngineConfig(backend="llamacpp"), llm, run_dir=find_run(str(CKPT.parents[1])))
+    engine.attach_adapters(load_pack("emotional-support"))
+    assert {"speaker-anchor", "speaker-beacon", "speaker-catalyst"} <= set(llm.adapters)
+    return engine
+
+
+@pytest.mark.slow
+def test_chat_handlers_stream_trained_speakers_on_llamacpp(llm_engine, tmp_path):
+    from app.chat_tab import ChatHandlers
+    from app.settings import Settings
+    from tests.test_app_chat import send
+
+    h = ChatHandlers(llm_engine, Settings(data_dir=str(tmp_path), backend="llamacpp"))
+    msgs, session, frames = send(h, h.new_session(), "I feel lonely since I moved.")
+    assert len(frames) > 3  # streamed token by token
+    turns = [t for t in session.dialogue.turns if t.speaker != "user"]
+    assert [t.speaker for t in turns] == ["Anchor", "Catalyst", "Beacon"] and all(t.text.strip() for t in turns)
+    assert "llamacpp" in h.status(session) and "Anchor, Catalyst, Beacon" in h.status(session)
+
+
+@pytest.mark.slow
+def test_gradio_client_api_on_llamacpp(llm_engine, port, tmp_path):
+    from gradio_client import Client
+
+    from app.server import build_server
+    from app.settings import Settings
+    from tests.conftest import run_uvicorn
+
+    settings = Settings(data_dir=str(tmp_path), backend="llamacpp", mode="round-robin", port=port)
+    server, _ = run_uvicorn(build_server(settings, llm_engine), port)
+    try:
+        client = Client(f"http://127.0.0.1:{port}/", verbose=False)
+        turns = client.predict("I feel lonely", [], "emotional-support", "round-robin", 2, 0, api_name="/chat")
+        assert [t["speaker"] for t in turns] == ["user", "Anchor", "Catalyst"] and all(t["text"] for t in turns)
+    finally:
+        server.should_exit = True
