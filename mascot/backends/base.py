@@ -88,6 +88,16 @@ class Backend(ABC):
         """Yield text deltas for one chat; the default yields the whole completion at once."""
         yield self.generate([messages], params, adapter)[0].text
 
+    def score(
+        self, messages: Messages, continuations: Sequence[str], params: GenerationParams, adapter: str | None = None
+    ) -> list[float]:
+        """For each continuation, the sum of its token log-probabilities after the chat prompt plus
+        `params.prefill` (constrained choices such as the director's speaker). Backends that cannot
+        score raise BackendError; callers then fall back to generate-and-validate."""
+        from mascot.errors import BackendError
+
+        raise BackendError(f"The {self.kind} backend cannot score continuations.")
+
     def add_adapter(self, name: str, path: str) -> None:
         """Register a LoRA adapter under `name`; raise BackendError if it cannot be used."""
         from mascot.errors import BackendError
