@@ -14,6 +14,8 @@ COMMANDS = {
     "chat": ("mascot.cli_chat", "Talk with the companion group (one message with --message, or interactive)."),
     "train": ("mascot.train.cli", "Run a training stage from a YAML recipe (e.g. `train stage1 --recipe tiny-cpu`)."),
     "eval": ("mascot.evaluation.cli", "Evaluate systems on scenarios with a judge, in the paper's table layout."),
+    "compare-directors": ("mascot.evaluation.director_compare",
+                          "Trained director vs random, round-robin and prompted on held-out simulated conversations."),
 }
 
 
