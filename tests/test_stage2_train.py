@@ -32,7 +32,9 @@ def test_stage2_end_to_end_on_a_tiny_model(tiny_model_dir: Path, tmp_path: Path)
     adapter = out / "director"
     assert (adapter / "adapter_config.json").exists() and (adapter / "adapter_model.safetensors").exists()
     grpo = card["grpo"]
-    assert grpo["steps"] == 2 and grpo["changed_tensors"] > 0 and grpo["warm_start"]["steps"] >= 1
+    # a random 2-layer model rarely names a valid speaker, so GRPO's advantages may all be 0 here; the
+    # warm start always moves the adapter (LoRA B starts at zero)
+    assert grpo["steps"] == 2 and grpo["warm_start"]["steps"] >= 1 and grpo["trained_lora_b"] > 0
     assert grpo["reward_funcs"] == ["group_reward", "format_reward"]
     assert (out / "stage2" / "run_card.json").exists() and (out / "stage2" / "README.md").exists()
     events = read_progress(out / "stage2" / "progress.jsonl")

@@ -40,6 +40,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--block-turns", type=int, default=4, help="N: turns per judged block (default: %(default)s)")
     p.add_argument("--batch-size", type=int, default=24, help="dialogues rolled out together")
     p.add_argument("--json", default=None, help="write all dialogues, scores and tests here")
+    p.add_argument("--reuse", default=None, help="a previous --json file: take the systems it holds from it (same "
+                   "scenarios and settings are checked) and roll out only the others")
+    p.add_argument("--max-new-tokens", type=int, default=None, help="speaker token budget for every system (default: the chat's)")
     p.add_argument("--threads", type=int, default=1, help="torch threads (default 1 on a shared CPU)")
 
 
@@ -94,9 +97,24 @@ def run_compare(args: argparse.Namespace) -> dict[str, Any]:
                                "scenarios": [s.id for s in scripts], "user": args.user, "profile": args.profile,
                                "user_turns": user_turns, "block_turns": args.block_turns, "judge": judge.describe(),
                                "warnings": warnings, "systems": {}}
+    previous: dict[str, Any] = {}
+    if args.reuse:
+        prev = json.loads(Path(args.reuse).read_text(encoding="utf-8"))
+        for key in ("scenarios", "user", "profile", "user_turns", "block_turns", "max_new_tokens"):
+            if prev.get(key) != {**results, "max_new_tokens": args.max_new_tokens}.get(key):
+                raise ConfigError(f"--reuse {args.reuse}: its {key!r} ({prev.get(key)!r}) differs from this run's; "
+                                  "rerun every system instead.")
+        previous = prev["systems"]
+    results["max_new_tokens"] = args.max_new_tokens
     for system in systems:
+        if system in previous:
+            results["systems"][system] = previous[system]
+            print(f"[compare] {system}: reused from {args.reuse}", flush=True)
+            continue
         t0 = time.time()
         chat = GroupChat(backend, pack.active, mode=system, max_speakers=cfg.max_speakers)
+        if args.max_new_tokens:
+            chat.speaker.params = chat.speaker.params.with_(max_new_tokens=args.max_new_tokens)
         user = make_user(cfg, backend, pack.active)
         rollouts = [Rollout.from_script(f"{system}:{s.id}", s, seed=1000 + i) for i, s in enumerate(scripts)]
         for start in range(0, len(rollouts), args.batch_size):

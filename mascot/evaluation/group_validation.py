@@ -117,6 +117,7 @@ def main(argv: list[str] | None = None) -> int:
         plot(result, Path(args.figure), f"Group judge ({args.judge}) on hand-made contrast blocks")
         print(f"figure: {args.figure}")
     if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(result, indent=2), encoding="utf-8")
     return 0
 

@@ -220,6 +220,8 @@ def step_grpo(run: Stage2Run) -> dict[str, Any]:
             summary[k] = {"first": round(sum(vals[:w]) / w, 4), "last": round(sum(vals[-w:]) / w, 4), "n": len(vals)}
     return {"prompts": len(rows), "steps": trainer.state.global_step, "params": counts,
             "changed_tensors": sum(not before[n].equal(after[n]) for n in before), "trainable_tensors": len(before),
+            # LoRA B starts at zero: a non-zero B means the adapter was trained (warm start and/or GRPO)
+            "trained_lora_b": sum(bool(after[n].abs().sum() > 0) for n in after if "lora_B" in n),
             "files": files, "reward_funcs": list(trainer.reward_func_names), "reward_weights": list(cfg.reward_weights),
             "summary": summary, "curve": curve, "grpo_seconds": round(seconds, 1),
             "seconds_per_step": round(seconds / max(1, trainer.state.global_step), 2), "resumed_from": Path(last).name if last else None,
