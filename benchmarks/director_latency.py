@@ -36,7 +36,7 @@ def main() -> int:
     ap.add_argument("--run", default="tiny-cpu")
     ap.add_argument("--limit", type=int, default=12, help="held-out scripts (2 states each)")
     ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--detail-tokens", type=int, default=24, help="token budget of the action + tone")
+    ap.add_argument("--detail-tokens", type=int, default=24, help="token budget of the action + tone (0: persona defaults, scoring only)")
     ap.add_argument("--modes", default="trained,prompted,round-robin,random")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()

@@ -355,8 +355,12 @@ class LLMDirector(Director):
         return [o for o in out if o is not None]
 
     def _details(self, chats: list[Messages], names: list[str], seed: int) -> list[str]:
-        """Generate the action and tone after the chosen speaker (batched when the names agree)."""
+        """Generate the action and tone after the chosen speaker (batched when the names agree). With
+        `detail_tokens <= 0` nothing is generated and the persona's default action and tone are used (the
+        fastest directive: one scoring pass)."""
         texts = [""] * len(chats)
+        if self.detail_tokens <= 0:
+            return texts
         by_name: dict[str, list[int]] = {}
         for i, n in enumerate(names):
             by_name.setdefault(n, []).append(i)

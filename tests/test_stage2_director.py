@@ -133,3 +133,13 @@ def test_read_directive_and_format_levels(es_pack):
     d.add(Turn("Catalyst", "why?"))
     assert read_directive('none"}', d, es_pack.active, rules).yields
     assert json.loads('{"speaker": "' + 'none"}')  # the prefill + completion is the JSON the chat parses
+
+
+def test_scoring_only_directive_uses_persona_defaults(es_pack):
+    fb = FakeBackend(scorer=prefer("Beacon", "Anchor", "Catalyst"))
+    director = make_director("prompted", fb)
+    director.detail_tokens = 0
+    dec = director.decide(st(es_pack, [(USER, "hi")]))
+    beacon = es_pack.get("Beacon")
+    assert (dec.directive.speaker, dec.directive.action, dec.directive.tone) == ("Beacon", beacon.default_action, beacon.default_tone)
+    assert fb.calls == []  # one scoring pass, no generation

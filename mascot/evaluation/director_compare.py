@@ -40,8 +40,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--block-turns", type=int, default=4, help="N: turns per judged block (default: %(default)s)")
     p.add_argument("--batch-size", type=int, default=24, help="dialogues rolled out together")
     p.add_argument("--json", default=None, help="write all dialogues, scores and tests here")
-    p.add_argument("--reuse", default=None, help="a previous --json file: take the systems it holds from it (same "
-                   "scenarios and settings are checked) and roll out only the others")
+    p.add_argument("--reuse", action="append", default=None, help="a previous --json file (repeatable): take the systems "
+                   "it holds from it (same scenarios and settings are checked) and roll out only the others")
     p.add_argument("--max-new-tokens", type=int, default=None, help="speaker token budget for every system (default: the chat's)")
     p.add_argument("--threads", type=int, default=1, help="torch threads (default 1 on a shared CPU)")
 
@@ -98,18 +98,18 @@ def run_compare(args: argparse.Namespace) -> dict[str, Any]:
                                "user_turns": user_turns, "block_turns": args.block_turns, "judge": judge.describe(),
                                "warnings": warnings, "systems": {}}
     previous: dict[str, Any] = {}
-    if args.reuse:
-        prev = json.loads(Path(args.reuse).read_text(encoding="utf-8"))
+    for path in args.reuse or []:
+        prev = json.loads(Path(path).read_text(encoding="utf-8"))
         for key in ("scenarios", "user", "profile", "user_turns", "block_turns", "max_new_tokens"):
             if prev.get(key) != {**results, "max_new_tokens": args.max_new_tokens}.get(key):
-                raise ConfigError(f"--reuse {args.reuse}: its {key!r} ({prev.get(key)!r}) differs from this run's; "
+                raise ConfigError(f"--reuse {path}: its {key!r} ({prev.get(key)!r}) differs from this run's; "
                                   "rerun every system instead.")
-        previous = prev["systems"]
+        previous.update(prev["systems"])
     results["max_new_tokens"] = args.max_new_tokens
     for system in systems:
         if system in previous:
             results["systems"][system] = previous[system]
-            print(f"[compare] {system}: reused from {args.reuse}", flush=True)
+            print(f"[compare] {system}: reused from {', '.join(args.reuse)}", flush=True)
             continue
         t0 = time.time()
         chat = GroupChat(backend, pack.active, mode=system, max_speakers=cfg.max_speakers)
