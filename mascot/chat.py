@@ -81,12 +81,13 @@ class GroupChat:
         speaker_params: GenerationParams | None = None,
         max_message_chars: int = MAX_MESSAGE_CHARS,
         director: Director | None = None,
+        min_speakers: int | None = None,
     ) -> None:
         if not roster:
             raise PersonaError("No persona is switched on: turn at least one persona on to chat.")
         self.backend = backend
         self.roster = roster
-        self.director = director or make_director(mode, backend, max_speakers, allow_repeat)
+        self.director = director or make_director(mode, backend, max_speakers, allow_repeat, min_speakers)
         self.speaker = Speaker(backend, speaker_params, style=speaker_style, use_adapters=use_adapters)
         self.max_message_chars = max_message_chars
 

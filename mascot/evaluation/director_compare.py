@@ -38,6 +38,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--profile", default=None, help="llm simulated user's personality profile")
     p.add_argument("--judge", default="offline", help="group judge: offline | llm")
     p.add_argument("--block-turns", type=int, default=4, help="N: turns per judged block (default: %(default)s)")
+    p.add_argument("--min-speakers", type=int, default=None, help="fewest personas per message before the LLM directors "
+                   "may yield (default: the chat's, 2)")
     p.add_argument("--batch-size", type=int, default=24, help="dialogues rolled out together")
     p.add_argument("--json", default=None, help="write all dialogues, scores and tests here")
     p.add_argument("--reuse", action="append", default=None, help="a previous --json file (repeatable): take the systems "
@@ -106,13 +108,16 @@ def run_compare(args: argparse.Namespace) -> dict[str, Any]:
                                   "rerun every system instead.")
         previous.update(prev["systems"])
     results["max_new_tokens"] = args.max_new_tokens
+    results["min_speakers"] = args.min_speakers
     for system in systems:
         if system in previous:
             results["systems"][system] = previous[system]
             print(f"[compare] {system}: reused from {', '.join(args.reuse)}", flush=True)
             continue
         t0 = time.time()
-        chat = GroupChat(backend, pack.active, mode=system, max_speakers=cfg.max_speakers)
+        llm = system in ("trained", "prompted")
+        chat = GroupChat(backend, pack.active, mode=system, max_speakers=cfg.max_speakers,
+                         min_speakers=args.min_speakers if llm else None)
         if args.max_new_tokens:
             chat.speaker.params = chat.speaker.params.with_(max_new_tokens=args.max_new_tokens)
         user = make_user(cfg, backend, pack.active)
