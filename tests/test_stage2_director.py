@@ -143,3 +143,26 @@ def test_scoring_only_directive_uses_persona_defaults(es_pack):
     beacon = es_pack.get("Beacon")
     assert (dec.directive.speaker, dec.directive.action, dec.directive.tone) == ("Beacon", beacon.default_action, beacon.default_tone)
     assert fb.calls == []  # one scoring pass, no generation
+
+
+def test_transformers_score_matches_a_plain_forward(tiny_model_dir):
+    """Backend.score (shared prompt KV cache, one batched forward) equals the log-probability of each
+    continuation computed token by token from a plain forward pass of prompt + continuation."""
+    import torch
+
+    from mascot.backends.hf import TransformersBackend
+
+    b = TransformersBackend(str(tiny_model_dir), dtype="float32")
+    msgs = [{"role": "user", "content": "Who speaks next?"}]
+    params = GenerationParams(prefill='{"speaker": "')
+    conts = ['Anchor"', 'Catalyst"', 'none"']
+    got = b.score(msgs, conts, params)
+    prompt = b.tokenizer.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True) + params.prefill
+    n = len(b.tokenizer(prompt, add_special_tokens=False)["input_ids"])
+    for c, value in zip(conts, got):
+        ids = torch.tensor([b.tokenizer(prompt, add_special_tokens=False)["input_ids"]
+                            + b.tokenizer(c, add_special_tokens=False)["input_ids"]])
+        with torch.no_grad():
+            logp = torch.log_softmax(b.model(ids).logits.float(), -1)
+        expected = sum(float(logp[0, i - 1, ids[0, i]]) for i in range(n, ids.shape[1]))
+        assert value == pytest.approx(expected, abs=1e-3)
