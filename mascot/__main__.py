@@ -15,6 +15,8 @@ COMMANDS = {
     "train": ("mascot.train.cli", "Run a training stage from a YAML recipe (e.g. `train stage1 --recipe tiny-cpu`)."),
     "eval": ("mascot.evaluation.cli", "Evaluate systems on scenarios with a judge, in the paper's table layout."),
     "safety": ("mascot.safety_cli", "Train (`safety train`) or measure (`safety eval`) the crisis detector."),
+    "compare-directors": ("mascot.evaluation.director_compare",
+                          "Trained director vs random, round-robin and prompted on held-out simulated conversations."),
 }
 
 

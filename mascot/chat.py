@@ -83,12 +83,13 @@ class GroupChat:
         max_message_chars: int = MAX_MESSAGE_CHARS,
         director: Director | None = None,
         safety: CrisisDetector | None = None,
+        min_speakers: int | None = None,
     ) -> None:
         if not roster:
             raise PersonaError("No persona is switched on: turn at least one persona on to chat.")
         self.backend = backend
         self.roster = roster
-        self.director = director or make_director(mode, backend, max_speakers, allow_repeat)
+        self.director = director or make_director(mode, backend, max_speakers, allow_repeat, min_speakers)
         self.speaker = Speaker(backend, speaker_params, style=speaker_style, use_adapters=use_adapters)
         self.max_message_chars = max_message_chars
         self.safety = safety or default_detector()
@@ -168,6 +169,36 @@ class GroupChat:
         """Non-streaming `respond`: returns the turns added after the user message."""
         return [e.turn for e in self.respond(dialogue, user_text, seed=seed, forced=forced) if isinstance(e, (TurnEvent, CrisisEvent))]
 
+    def add_user_message(self, dialogue: Dialogue, text: str) -> Turn | None:
+        """Append a user message (from a simulated user); returns the fixed safety turn, already
+        appended, when the crisis check fires, else None."""
+        _, result = self._start(dialogue, text, record=False)  # simulated users stay out of the safety log
+        return dialogue.add(self._crisis_turn(result)) if result.is_crisis else None
+
+    def step_batch(self, dialogues: list[Dialogue], seeds: list[int], decisions: list[Decision | None] | None = None,
+                   step: int = 0) -> list[tuple[Decision, Turn | None]]:
+        """One director step for each dialogue, then the chosen speakers' replies in batched calls (one per
+        adapter). `decisions[i]`, when given, replaces the director for dialogue i (a Stage-2 directive
+        under evaluation); it is still checked against the roster and the no-repeat rule. Returns
+        (decision, the new turn or None when the director yields) per dialogue."""
+        overrides = decisions or [None] * len(dialogues)
+        ask = [i for i, d in enumerate(overrides) if d is None]
+        states = [DirectorState(dialogues[i], self.roster, seeds[i], find_mentions(dialogues[i].last_user_text(), self.roster))
+                  for i in range(len(dialogues))]
+        out: list[Decision] = [d if d is not None else Decision(None, "") for d in overrides]
+        for i, dec in zip(ask, self.director.decide_batch([states[i] for i in ask]) if ask else []):
+            out[i] = dec
+        for i, dec in enumerate(overrides):
+            if dec is not None:
+                out[i] = self.director.check(states[i], dec)
+        speaking = [(i, dec) for i, dec in enumerate(out) if dec.directive is not None]
+        items = [(self.persona(dec.directive.speaker), self.roster, dialogues[i], dec.directive) for i, dec in speaking]  # type: ignore[union-attr]
+        replies = self.speaker.reply_batch(items, seed=(seeds[0] if seeds else 0) * 101 + step) if items else []
+        turns: list[Turn | None] = [None] * len(dialogues)
+        for (i, dec), reply in zip(speaking, replies):
+            turns[i] = dialogues[i].add(Turn(dec.directive.speaker, reply or "…", dec.directive, {"source": dec.source}))  # type: ignore[union-attr]
+        return list(zip(out, turns))
+
     def respond_batch(self, dialogues: list[Dialogue], user_texts: list[str | None], seeds: list[int]) -> list[list[Turn]]:
         """Step many dialogues in lockstep, batching the director and each adapter's speaker calls."""
         added: list[list[Turn]] = [[] for _ in dialogues]
@@ -181,13 +212,9 @@ class GroupChat:
         for step in range(len(self.roster) + 1):
             if not live:
                 break
-            states = [DirectorState(dialogues[i], self.roster, seeds[i], find_mentions(dialogues[i].last_user_text(), self.roster)) for i in live]
-            decisions = self.director.decide_batch(states)  # no concern override: rollouts train the director
-            speaking = [(i, dec) for i, dec in zip(live, decisions) if dec.directive is not None]
-            items = [(self.persona(dec.directive.speaker), self.roster, dialogues[i], dec.directive) for i, dec in speaking]  # type: ignore[union-attr]
-            replies = self.speaker.reply_batch(items, seed=seeds[live[0]] * 101 + step) if items else []
-            for (i, dec), reply in zip(speaking, replies):
-                turn = dialogues[i].add(Turn(dec.directive.speaker, reply or "…", dec.directive, {"source": dec.source}))  # type: ignore[union-attr]
-                added[i].append(turn)
-            live = [i for i, _ in speaking]
+            results = self.step_batch([dialogues[i] for i in live], [seeds[i] for i in live], step=step)
+            for i, (_, turn) in zip(live, results):
+                if turn is not None:
+                    added[i].append(turn)
+            live = [i for i, (_, turn) in zip(live, results) if turn is not None]
         return added

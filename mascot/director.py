@@ -15,9 +15,9 @@ import random
 import re
 from dataclasses import dataclass, field
 
-from mascot.backends.base import Backend, GenerationParams
+from mascot.backends.base import Backend, GenerationParams, Messages
 from mascot.dialogue import Dialogue, Directive
-from mascot.errors import DirectorParseError, unknown_name
+from mascot.errors import BackendError, DirectorParseError, unknown_name
 from mascot.personas import Persona
 from mascot.prompts import DIRECTOR_PREFILL, director_messages
 
@@ -26,6 +26,7 @@ log = logging.getLogger(__name__)
 DIRECTOR_MODES = ("trained", "prompted", "round-robin", "random", "manual")
 YIELD_WORDS = {"none", "user", "nobody", "no one", "noone", "stop", "end", "yield", "<user>", "[user]"}
 DIRECTOR_ADAPTER = "director"
+LLM_MIN_SPEAKERS = 2  # the group answers an ordinary message with at least two voices (when bounds allow)
 
 
 @dataclass
@@ -126,11 +127,30 @@ class Director:
 
     mode = "base"
 
-    def __init__(self, max_speakers: int = 3, allow_repeat: bool = False) -> None:
+    def __init__(self, max_speakers: int = 3, allow_repeat: bool = False, min_speakers: int = 1) -> None:
         if max_speakers < 1:
             raise ValueError(f"max_speakers must be at least 1, got {max_speakers}.")
+        if min_speakers < 1:
+            raise ValueError(f"min_speakers must be at least 1, got {min_speakers}.")
         self.max_speakers = max_speakers
         self.allow_repeat = allow_repeat
+        self.min_speakers = min_speakers
+
+    def floor(self, st: DirectorState) -> int:
+        """How many personas must reply before the director may yield (bounded by max_speakers and the roster)."""
+        return min(self.min_speakers, self.max_speakers, max(1, len(st.roster)))
+
+    def allowed(self, st: DirectorState) -> list[Persona]:
+        """Personas the director may pick now: the no-repeat rule (not already in this round, not the last
+        speaker) unless repeats are allowed."""
+        if self.allow_repeat:
+            return list(st.roster)
+        spoken = {t.speaker for t in st.dialogue.current_round()}
+        last = st.dialogue.last_speaker()
+        return [p for p in st.roster if p.name not in spoken and (p.name != last or len(st.roster) == 1)]
+
+    def may_yield(self, st: DirectorState) -> bool:
+        return len(st.dialogue.current_round()) >= self.floor(st)
 
     def propose_batch(self, states: list[DirectorState]) -> list[tuple[Directive | None, str, str]]:
         """Mode-specific proposals: (directive or None, source, raw text) per state."""
@@ -162,11 +182,15 @@ class Director:
                 decisions[i] = self._validate(states[i], directive, source, raw)
         return [d for d in decisions if d is not None]
 
+    def check(self, st: DirectorState, decision: Decision) -> Decision:
+        """Validate an externally supplied decision (a sampled Stage-2 directive) like a proposal."""
+        return self._validate(st, decision.directive, decision.source, decision.raw)
+
     def _validate(self, st: DirectorState, directive: Directive | None, source: str, raw: str) -> Decision:
         n = len(st.dialogue.current_round())
         problem = ""
-        if directive is None and n == 0:
-            problem = "yielded before anyone replied"
+        if directive is None and n < self.floor(st) and source != "invalid":
+            problem = "yielded before anyone replied" if n == 0 else f"yielded after {n} of at least {self.floor(st)} replies"
         elif directive is not None:
             spoken = {t.speaker for t in st.dialogue.current_round()}
             if directive.speaker == st.dialogue.last_speaker() and not self.allow_repeat and len(st.roster) > 1:
@@ -237,7 +261,14 @@ class ManualDirector(Director):
 
 
 class LLMDirector(Director):
-    """The prompted (base model) or trained (LoRA adapter) director."""
+    """The prompted (base model) or trained (LoRA adapter) director.
+
+    With `constrained=True` (what `make_director` builds for the chat) the speaker is chosen by scoring every allowed continuation of
+    `{"speaker": "` (the allowed personas' names, plus `none` once the director may yield) under the
+    model, so the directive names a valid persona every time; the action and tone are then generated
+    after `{"speaker": "<name>", "action": "`. A backend that cannot score falls back (logged, once)
+    to generate-and-validate: free generation, parsing and the deterministic fallback.
+    """
 
     def __init__(
         self,
@@ -246,15 +277,32 @@ class LLMDirector(Director):
         max_speakers: int = 3,
         allow_repeat: bool = False,
         params: GenerationParams | None = None,
+        min_speakers: int = 1,
+        constrained: bool = False,
+        detail_tokens: int = 24,
     ) -> None:
-        super().__init__(max_speakers, allow_repeat)
+        super().__init__(max_speakers, allow_repeat, min_speakers)
         self.backend = backend
         self.adapter = adapter
         self.mode = "trained" if adapter else "prompted"
         self.params = params or GenerationParams(max_new_tokens=40, temperature=0.7, top_p=0.9, stop=("}",))
+        self.constrained = constrained
+        self.detail_tokens = detail_tokens
+        self._warned = False
 
     def propose_batch(self, states: list[DirectorState]) -> list[tuple[Directive | None, str, str]]:
-        chats = [director_messages(st.roster, st.dialogue, self.max_speakers) for st in states]
+        if self.constrained:
+            try:
+                return self._constrained_batch(states)
+            except BackendError as exc:
+                if not self._warned:
+                    log.warning("director: %s Falling back to generate-and-validate.", exc)
+                    self._warned = True
+                self.constrained = False
+        return self._free_batch(states)
+
+    def _free_batch(self, states: list[DirectorState]) -> list[tuple[Directive | None, str, str]]:
+        chats = [director_messages(st.roster, st.dialogue, self.max_speakers, min_speakers=self.min_speakers) for st in states]
         seed = states[0].seed * 31 + len(states[0].dialogue.current_round())
         params = self.params.with_(prefill=DIRECTOR_PREFILL, seed=seed)
         completions = self.backend.generate(chats, params, adapter=self.adapter)
@@ -268,15 +316,79 @@ class LLMDirector(Director):
                 out.append((None, "invalid", raw))
         return out
 
+    def choose_speakers(self, states: list[DirectorState]) -> list[tuple[str, dict[str, float]]]:
+        """The constrained speaker choice per state: (persona name or YIELD, score of each option)."""
+        out = []
+        for st in states:
+            options = [p.name for p in self.allowed(st)] + ([YIELD] if self.may_yield(st) else [])
+            if not options:
+                out.append((YIELD, {}))
+                continue
+            chat = director_messages(st.roster, st.dialogue, self.max_speakers, min_speakers=self.min_speakers)
+            scores = self.backend.score(chat, [f'{o}"' for o in options], self.params.with_(prefill=DIRECTOR_PREFILL),
+                                        adapter=self.adapter)
+            best = max(range(len(options)), key=lambda i: scores[i])
+            out.append((options[best], dict(zip(options, scores))))
+        return out
+
+    def _constrained_batch(self, states: list[DirectorState]) -> list[tuple[Directive | None, str, str]]:
+        choices = self.choose_speakers(states)
+        out: list[tuple[Directive | None, str, str] | None] = [None] * len(states)
+        todo = [i for i, (name, _) in enumerate(choices) if name != YIELD]
+        for i, (name, _) in enumerate(choices):
+            if name == YIELD:
+                out[i] = (None, self.mode, DIRECTOR_PREFILL + 'none"}')
+        if todo:
+            chats = [director_messages(states[i].roster, states[i].dialogue, self.max_speakers, min_speakers=self.min_speakers) for i in todo]
+            # one call per distinct prefill would serialise; the speaker name is part of each prompt instead
+            texts = self._details(chats, [choices[i][0] for i in todo], states[todo[0]].seed)
+            for i, text in zip(todo, texts):
+                name = choices[i][0]
+                raw = directive_prefill(name) + text
+                raw = raw if raw.rstrip().endswith("}") else raw + "}"
+                persona = next(p for p in states[i].roster if p.name == name)
+                try:
+                    d = parse_directive(raw, states[i].roster) or _with_defaults(persona)
+                except DirectorParseError:  # cannot happen for a roster name, but never crash a turn
+                    d = _with_defaults(persona)
+                out[i] = (d, self.mode, raw)
+        return [o for o in out if o is not None]
+
+    def _details(self, chats: list[Messages], names: list[str], seed: int) -> list[str]:
+        """Generate the action and tone after the chosen speaker (batched when the names agree). With
+        `detail_tokens <= 0` nothing is generated and the persona's default action and tone are used (the
+        fastest directive: one scoring pass)."""
+        texts = [""] * len(chats)
+        if self.detail_tokens <= 0:
+            return texts
+        by_name: dict[str, list[int]] = {}
+        for i, n in enumerate(names):
+            by_name.setdefault(n, []).append(i)
+        for name, idx in by_name.items():
+            params = self.params.with_(prefill=directive_prefill(name), seed=seed, max_new_tokens=self.detail_tokens)
+            for i, c in zip(idx, self.backend.generate([chats[i] for i in idx], params, adapter=self.adapter)):
+                texts[i] = c.text
+        return texts
+
+
+YIELD = "none"
+
+
+def directive_prefill(name: str) -> str:
+    """The director's answer up to its action text, once the speaker is fixed."""
+    return f'{DIRECTOR_PREFILL}{name}", "action": "'
+
 
 def make_director(
     mode: str,
     backend: Backend | None = None,
     max_speakers: int = 3,
     allow_repeat: bool = False,
+    min_speakers: int | None = None,
 ) -> Director:
     """Build a director by mode name; `trained` needs a registered `director` adapter, else it
-    falls back to `prompted` with a warning."""
+    falls back to `prompted` with a warning. `min_speakers` (default: 2 for the LLM directors, 1 for
+    the rule-based ones) is how many personas reply before the director may give the floor back."""
     if mode not in DIRECTOR_MODES:
         raise unknown_name("director mode", mode, DIRECTOR_MODES)
     if mode in ("trained", "prompted"):
@@ -285,6 +397,7 @@ def make_director(
         adapter = DIRECTOR_ADAPTER if mode == "trained" and DIRECTOR_ADAPTER in backend.adapters else None
         if mode == "trained" and adapter is None:
             log.warning("No trained director adapter is loaded; the director runs prompted on the base model.")
-        return LLMDirector(backend, adapter, max_speakers, allow_repeat)
+        return LLMDirector(backend, adapter, max_speakers, allow_repeat,
+                           min_speakers=LLM_MIN_SPEAKERS if min_speakers is None else min_speakers, constrained=True)
     cls = {"round-robin": RoundRobinDirector, "random": RandomDirector, "manual": ManualDirector}[mode]
-    return cls(max_speakers, allow_repeat)
+    return cls(max_speakers, allow_repeat, min_speakers or 1)

@@ -83,18 +83,27 @@ def strip_reasoning(text: str) -> str:
 DIRECTOR_PREFILL = '{"speaker": "'
 
 
-def director_messages(roster: list[Persona], dialogue: Dialogue, max_speakers: int, max_turns: int = HISTORY_TURNS) -> Messages:
-    """The chat the director answers with a JSON directive (or `none` to yield to the user)."""
+def director_messages(roster: list[Persona], dialogue: Dialogue, max_speakers: int, max_turns: int = HISTORY_TURNS,
+                      min_speakers: int = 1) -> Messages:
+    """The chat the director answers with a JSON directive (or `none` to yield to the user). The question
+    lists only the valid answers now: personas who have not replied this round (and did not speak last),
+    and `none` once at least `min_speakers` have replied."""
     members = "\n".join(f"- {p.name} ({p.role}): {p.goal}" for p in roster)
     spoken = [t.speaker for t in dialogue.current_round()]
+    floor = min(min_speakers, max_speakers, max(1, len(roster)))
     system = (
         "You are the director of a group chat between a user and these companions:\n"
         f"{members}\n"
         "Pick who should speak next so that each message adds something new, and tell them what to do.\n"
         'Answer with JSON only: {"speaker": "<name>", "action": "<what to do>", "tone": "<tone>"}.\n'
-        f'At most {max_speakers} companions speak after each user message. To give the floor back to the user, answer {{"speaker": "none"}}.'
+        f"At least {floor} and at most {max_speakers} companions speak after each user message. "
+        'To give the floor back to the user, answer {"speaker": "none"}.'
     )
     status = f"Already spoke since the user's last message: {', '.join(spoken) if spoken else 'nobody'}."
-    names = ", ".join(p.name for p in roster)
-    user = f"Conversation so far:\n{dialogue.transcript(max_turns=max_turns)}\n\n{status}\nWho speaks next: {names} or none?"
+    last = dialogue.last_speaker()
+    options = [p.name for p in roster if p.name not in spoken and (p.name != last or len(roster) == 1)]
+    if len(spoken) >= floor or not options:
+        options.append("none")
+    choice = options[0] if len(options) == 1 else f"{', '.join(options[:-1])} or {options[-1]}"
+    user = f"Conversation so far:\n{dialogue.transcript(max_turns=max_turns)}\n\n{status}\nWho speaks next: {choice}?"
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]

@@ -25,11 +25,23 @@ def test_round_robin_group_turn_streams_each_persona(es_pack):
     assert "Anchor: That sounds lonely." in fb.calls[2].messages[1]["content"]
 
 
+def prefer(*order):
+    """A fake scorer ranking continuations (`Name"`) in this order; anything else scores lowest."""
+    def scorer(messages, continuations, params, adapter):
+        return [-float(order.index(c.rstrip('"'))) if c.rstrip('"') in order else -99.0 for c in continuations]
+    return scorer
+
+
 def test_prompted_director_controls_count(es_pack):
-    fb = FakeBackend().enqueue('Catalyst", "action": "Ask", "tone": "soft"}', "Why?", 'none"}')
+    # constrained choice: Catalyst first; "none" is only an option once two personas replied
+    fb = FakeBackend(scorer=prefer("Catalyst", "none", "Beacon", "Anchor"))
+    fb.enqueue('Ask why", "tone": "soft"}', "Why?", 'Cheer", "tone": "warm"}', "You can do it.")
     g = GroupChat(fb, es_pack.active, mode="prompted")
     turns = g.run(Dialogue(), "hello")
-    assert [t.speaker for t in turns] == ["Catalyst"] and turns[0].directive.action == "Ask"
+    assert [t.speaker for t in turns] == ["Catalyst", "Beacon"]
+    assert (turns[0].directive.action, turns[0].directive.tone) == ("Ask why", "soft")
+    offered = [conts for _, conts in fb.score_calls]
+    assert offered[0] == ['Anchor"', 'Catalyst"', 'Beacon"'] and 'none"' in offered[2]
 
 
 def test_regenerate_reproduces_with_same_seed(es_pack):

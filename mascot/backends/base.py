@@ -99,7 +99,8 @@ class Backend(ABC):
         self, messages: Messages, continuations: Sequence[str], params: GenerationParams, adapter: str | None = None
     ) -> list[float]:
         """For each continuation, the sum of its token log-probabilities after the chat prompt plus
-        `params.prefill` (the director uses it to pick a speaker constrained to the roster)."""
+        `params.prefill` (the director uses it to pick a speaker constrained to the roster). Backends that
+        cannot score raise BackendError; the director then falls back to generate-and-validate."""
         from mascot.errors import BackendError
 
         raise BackendError(f"The {self.kind} backend cannot score continuations; use --backend llamacpp or transformers.")

@@ -9,6 +9,14 @@ from dataclasses import dataclass
 from mascot.backends.base import Backend, BackendInfo, Completion, GenerationParams, Messages, cut_at_stop
 
 Responder = Callable[[Messages, GenerationParams, "str | None"], str]
+# (chat, continuations, params, adapter) -> one log-probability per continuation
+Scorer = Callable[[Messages, Sequence[str], GenerationParams, "str | None"], list[float]]
+
+
+def first_choice_scorer(messages: Messages, continuations: Sequence[str], params: GenerationParams,
+                        adapter: str | None) -> list[float]:
+    """Default scores: the first continuation is the most likely, then the second, and so on."""
+    return [-1.0 - i for i in range(len(continuations))]
 
 
 @dataclass
@@ -34,8 +42,10 @@ class FakeBackend(Backend):
 
     kind = "fake"
 
-    def __init__(self, responder: Responder | None = None, chunk_size: int = 4) -> None:
+    def __init__(self, responder: Responder | None = None, chunk_size: int = 4, scorer: Scorer | None = None) -> None:
         super().__init__()
+        self.scorer: Scorer = scorer or first_choice_scorer
+        self.score_calls: list[tuple[FakeCall, list[str]]] = []
         self.queue: deque[str] = deque()
         self.responder: Responder = responder or echo_responder
         self.calls: list[FakeCall] = []
@@ -65,6 +75,11 @@ class FakeBackend(Backend):
         text = self._one(messages, params, adapter)
         for i in range(0, len(text), self.chunk_size):
             yield text[i : i + self.chunk_size]
+
+    def score(self, messages: Messages, continuations: Sequence[str], params: GenerationParams,
+              adapter: str | None = None) -> list[float]:
+        self.score_calls.append((FakeCall(messages, params, adapter), list(continuations)))
+        return [float(x) for x in self.scorer(messages, continuations, params, adapter)]
 
     def add_adapter(self, name: str, path: str) -> None:
         self.adapters[name] = path

@@ -147,6 +147,35 @@ class TransformersBackend(Backend):
             results.append(Completion(text, int(mask.sum()), n_new, finish))
         return results
 
+    def score(self, messages: Messages, continuations: Sequence[str], params: GenerationParams,
+              adapter: str | None = None) -> list[float]:
+        """Sum of token log-probabilities of each continuation after the prompt (+ prefill): the prompt
+        is encoded once and its key/value cache shared by every continuation (one batched forward)."""
+        import torch
+
+        if not continuations:
+            return []
+        prompt = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True) + params.prefill
+        p_ids = self.tokenizer(prompt, add_special_tokens=False)["input_ids"]
+        conts = [self.tokenizer(c, add_special_tokens=False)["input_ids"] for c in continuations]
+        if not p_ids or any(not c for c in conts):
+            raise BackendError("Cannot score an empty prompt or an empty continuation.")
+        width = max(len(c) for c in conts)
+        pad = self.tokenizer.pad_token_id
+        cont = torch.tensor([c + [pad] * (width - len(c)) for c in conts], device=self.device)
+        cmask = torch.tensor([[1] * len(c) + [0] * (width - len(c)) for c in conts], device=self.device)
+        k = len(conts)
+        with self._lock, self._use_adapter(adapter), torch.inference_mode():
+            head = self.model(input_ids=torch.tensor([p_ids], device=self.device), use_cache=True)
+            cache = head.past_key_values
+            cache.batch_repeat_interleave(k)
+            mask = torch.cat([torch.ones(k, len(p_ids), dtype=cmask.dtype, device=self.device), cmask], dim=1)
+            tail = self.model(input_ids=cont, attention_mask=mask, past_key_values=cache, use_cache=True)
+        # the logits predicting continuation token j sit at the prompt's last position (j=0) or at j-1
+        logits = torch.cat([head.logits[:, -1:, :].expand(k, 1, -1), tail.logits[:, :-1, :]], dim=1).float()
+        logp = torch.log_softmax(logits, dim=-1).gather(-1, cont.unsqueeze(-1)).squeeze(-1)
+        return [float(x) for x in (logp * cmask).sum(dim=1).cpu()]
+
     def stream(self, messages: Messages, params: GenerationParams, adapter: str | None = None) -> Iterator[str]:
         import torch
         from transformers import TextIteratorStreamer

@@ -54,10 +54,10 @@ class VerdictCache:
         blob = json.dumps({"model": model, "prompt": messages, "version": PROMPT_VERSION}, sort_keys=True, ensure_ascii=False)
         return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
-    def get(self, key: str) -> Verdict | None:
+    def get(self, key: str, cls: type[Verdict] = Verdict) -> Verdict | None:
         with self._lock:
             row = self.db.execute("SELECT verdict FROM verdicts WHERE key = ?", (key,)).fetchone()
-        return Verdict.from_dict(json.loads(row[0])) if row else None
+        return cls.from_dict(json.loads(row[0])) if row else None
 
     def put(self, key: str, model: str, verdict: Verdict) -> None:
         with self._lock, self.db:
@@ -78,6 +78,7 @@ class LLMJudge(Judge):
     """Rubric judge over an OpenAI-compatible `/chat/completions` endpoint."""
 
     name = "llm"
+    verdict_cls: type[Verdict] = Verdict
 
     def __init__(
         self,
@@ -107,13 +108,24 @@ class LLMJudge(Judge):
     def describe(self) -> str:
         return f"llm ({self.model} at {self.base_url})"
 
+    def messages_for(self, item: object) -> list[dict[str, str]]:
+        """The judge chat for one item (subclasses judge other things with the same machinery)."""
+        return rubric_messages(item)  # type: ignore[arg-type]
+
+    def parse(self, content: str) -> Verdict:
+        return parse_verdict(content)
+
     def score_batch(self, items: list[JudgeItem]) -> list[Verdict]:
-        chats = [rubric_messages(it) for it in items]
+        return self.score_prompts([self.messages_for(it) for it in items])
+
+    def score_prompts(self, chats: list[list[dict[str, str]]]) -> list[Verdict]:
+        """Verdicts for ready-made judge chats: cache first, identical prompts asked once, in parallel."""
+        items = chats
         keys = [VerdictCache.key(self.model, c) for c in chats]
         out: list[Verdict | None] = [None] * len(items)
         todo: dict[str, list[int]] = {}  # identical prompts are asked once
         for i, k in enumerate(keys):
-            hit = self.cache.get(k)
+            hit = self.cache.get(k, self.verdict_cls)
             if hit is not None:
                 hit.meta["cached"] = True
                 out[i] = hit
@@ -130,7 +142,7 @@ class LLMJudge(Judge):
                         self.cache.put(k, self.model, verdict)
                     for i in todo[k]:
                         out[i] = verdict
-        return [v if v is not None else Verdict.invalid("not scored") for v in out]
+        return [v if v is not None else self.verdict_cls.invalid("not scored") for v in out]
 
     def _ask(self, messages: list[dict[str, str]]) -> tuple[Verdict, bool]:
         """One judge call with retries; returns (verdict, whether the judge actually answered)."""
@@ -153,18 +165,18 @@ class LLMJudge(Judge):
                 continue
             if r.status_code >= 400:
                 self.stats["invalid"] += 1
-                return Verdict.invalid(f"judge endpoint refused the request: HTTP {r.status_code}: {r.text[:300]}"), False
+                return self.verdict_cls.invalid(f"judge endpoint refused the request: HTTP {r.status_code}: {r.text[:300]}"), False
             try:
                 content = r.json()["choices"][0]["message"]["content"] or ""
             except (ValueError, KeyError, IndexError, TypeError) as exc:
                 self.stats["invalid"] += 1
-                return Verdict.invalid(f"not an OpenAI chat completion response ({exc!r})", r.text[:500]), False
-            verdict = parse_verdict(content)
+                return self.verdict_cls.invalid(f"not an OpenAI chat completion response ({exc!r})", r.text[:500]), False
+            verdict = self.parse(content)
             self.stats["valid" if verdict.valid else "invalid"] += 1
             return verdict, True
         self.stats["invalid"] += 1
         log.warning("judge call failed after %d attempts: %s", self.max_retries + 1, last)
-        return Verdict.invalid(f"gave up after {self.max_retries + 1} attempts: {last}"), False
+        return self.verdict_cls.invalid(f"gave up after {self.max_retries + 1} attempts: {last}"), False
 
     def close(self) -> None:
         self.client.close()

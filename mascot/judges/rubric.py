@@ -57,19 +57,28 @@ def _key(k: str) -> str | None:
     return _ALIASES.get(k) or _ALIASES.get(k.replace("_", " "))
 
 
-def parse_verdict(raw: str) -> Verdict:
-    """Parse the judge's answer: the first JSON object in it (code fences and prose around it are
-    tolerated), with five integer scores from 1 to 5. Anything else is an invalid Verdict."""
+def answer_object(raw: str) -> tuple[dict | None, str]:
+    """The first JSON object in a judge's answer (think blocks, code fences and prose tolerated), or
+    (None, what is wrong)."""
     text = re.sub(r"<think>.*?</think>", "", raw, flags=re.S)
     m = re.search(r"\{.*\}", text, flags=re.S)
     if not m:
-        return Verdict.invalid("no JSON object in the judge's answer", raw)
+        return None, "no JSON object in the judge's answer"
     try:
         obj = json.loads(m.group(0))
     except json.JSONDecodeError as exc:
-        return Verdict.invalid(f"the judge's JSON does not parse ({exc.msg})", raw)
+        return None, f"the judge's JSON does not parse ({exc.msg})"
     if not isinstance(obj, dict):
-        return Verdict.invalid("the judge's JSON is not an object", raw)
+        return None, "the judge's JSON is not an object"
+    return obj, ""
+
+
+def parse_verdict(raw: str) -> Verdict:
+    """Parse the judge's answer: the first JSON object in it (code fences and prose around it are
+    tolerated), with five integer scores from 1 to 5. Anything else is an invalid Verdict."""
+    obj, problem = answer_object(raw)
+    if obj is None:
+        return Verdict.invalid(problem, raw)
     if isinstance(obj.get("scores"), dict):
         obj = obj["scores"]
     scores: dict[str, float] = {}

@@ -38,6 +38,55 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     s1.add_argument("--print-config", action="store_true", help="print the resolved config as JSON and exit")
     s1.add_argument("--list-recipes", action="store_true", help="list bundled recipes and exit")
     s1.add_argument("--no-bars", action="store_true", help="no progress bars (logs only)")
+    add_stage2_arguments(sub)
+
+
+def add_stage2_arguments(sub: Any) -> None:
+    from mascot.train.stage2_config import STAGE2_STEPS, list_stage2_recipes
+
+    s2 = sub.add_parser("stage2", help="collaborative dialogue optimisation: director GRPO on simulated conversations",
+                        description="Train the director with GRPO: dialogue states -> directives -> N-turn rollouts "
+                                    "scored by the group judge. Overrides: --field value, --grpo.<field> value.")
+    s2.add_argument("--recipe", default="tiny-cpu", help=f"bundled stage-2 recipe ({', '.join(list_stage2_recipes())}) or a YAML path")
+    s2.add_argument("--max-steps", type=int, default=None, help="cap on GRPO optimizer steps")
+    s2.add_argument("--output", default=None, help="run folder (default checkpoints/<run>)")
+    s2.add_argument("--only", default=None, help=f"comma-separated steps: {', '.join(STAGE2_STEPS)}")
+    s2.add_argument("--redo", default=None, help="comma-separated steps to run again")
+    s2.add_argument("--print-config", action="store_true", help="print the resolved config as JSON and exit")
+    s2.add_argument("--list-recipes", action="store_true", help="list bundled stage-2 recipes and exit")
+    s2.add_argument("--no-bars", action="store_true", help="no progress bars (logs only)")
+
+
+def cli_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """Recipe overrides from `--field value` tokens plus the --max-steps / --output shortcuts."""
+    overrides: dict[str, Any] = parse_overrides(list(getattr(args, "overrides", []) or []))
+    if args.max_steps is not None:
+        overrides["max_steps"] = str(args.max_steps)
+    if args.output:
+        overrides["output_dir"] = args.output
+    return overrides
+
+
+def main_stage2(args: argparse.Namespace) -> int:
+    from mascot.train.stage2_config import list_stage2_recipes, load_stage2_recipe
+
+    if args.list_recipes:
+        print("\n".join(list_stage2_recipes()))
+        return 0
+    cfg = load_stage2_recipe(args.recipe, cli_overrides(args))
+    if args.print_config:
+        print(json.dumps(cfg.to_dict(), indent=2, default=str))
+        return 0
+    split = lambda s: [x.strip() for x in s.split(",") if x.strip()] if s else None  # noqa: E731
+    from mascot.train.stage2 import main as run_stage2
+
+    card = run_stage2(cfg, only=split(args.only), redo=split(args.redo), show_bars=not args.no_bars and sys.stderr.isatty())
+    print(f"[stage2] run card: {cfg.stage_dir / 'run_card.json'}; adapter: {cfg.out / 'director'}")
+    s = (card.get("grpo") or {}).get("summary") or {}
+    for key in ("reward", "rewards/group_reward/mean", "rewards/format_reward/mean"):
+        if key in s:
+            print(f"[stage2] {key}: {s[key]['first']:.3f} -> {s[key]['last']:.3f} (first/last 3 steps)")
+    return 0
 
 
 def parse_overrides(tokens: list[str]) -> dict[str, str]:
@@ -60,17 +109,14 @@ def parse_overrides(tokens: list[str]) -> dict[str, str]:
 
 
 def main(args: argparse.Namespace) -> int:
-    if args.stage != "stage1":  # only stage 1 exists so far; argparse already limits the choice
-        raise ConfigError(f"Unknown training stage {args.stage!r}. Valid stages: stage1.")
+    if args.stage == "stage2":
+        return main_stage2(args)
+    if args.stage != "stage1":  # argparse already limits the choice
+        raise ConfigError(f"Unknown training stage {args.stage!r}. Valid stages: stage1, stage2.")
     if args.list_recipes:
         print("\n".join(list_recipes()))
         return 0
-    overrides: dict[str, Any] = parse_overrides(list(getattr(args, "overrides", []) or []))
-    if args.max_steps is not None:
-        overrides["max_steps"] = str(args.max_steps)
-    if args.output:
-        overrides["output_dir"] = args.output
-    cfg = load_recipe(args.recipe, overrides)
+    cfg = load_recipe(args.recipe, cli_overrides(args))
     if args.extra_pairs:
         cfg.extra_pairs = [*cfg.extra_pairs, *args.extra_pairs]
     if args.print_config:

@@ -1,0 +1,199 @@
+"""`python -m mascot compare-directors`: the shipped trained director against random order, round-robin and
+the prompted director, on held-out seeker scripts rolled out with the simulated user and scored by the group
+judge; paired tests over scenarios.
+
+    python -m mascot compare-directors --run tiny-cpu            # recipe defaults: test split, replay user
+    python -m mascot compare-directors --user llm --profile mbti-INFP --limit 8
+
+Every system uses the same frozen speakers, the same simulated user, the same scenario seeds and the same
+speaker sampling settings as the live chat; only the director differs. Each dialogue is cut into N-turn
+blocks after the seeker's opening; a scenario's score is the mean block score (0-100). The trained director's
+valid-directive rate (decisions that needed no fallback), repeats within a round and the share of openings
+answered by at least two distinct personas are reported too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+BASELINES = ("random", "round-robin", "prompted")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--run", default=None, help="checkpoint run with speakers/ and director/ (default: the recipe's run)")
+    p.add_argument("--recipe", default="tiny-cpu", help="stage-2 recipe for the evaluation settings (default: %(default)s)")
+    p.add_argument("--checkpoints-dir", default="checkpoints")
+    p.add_argument("--systems", default="random,round-robin,prompted,trained", help="director modes to compare")
+    p.add_argument("--split", default=None, help="seeker-script split (default: the recipe's eval_split)")
+    p.add_argument("--scripts", default=None, help="seeker scripts source (default: the recipe's)")
+    p.add_argument("--limit", type=int, default=None, help="at most N scenarios")
+    p.add_argument("--user-turns", type=int, default=None, help="user messages per dialogue, opening included")
+    p.add_argument("--user", default="replay", help="simulated user: replay | llm")
+    p.add_argument("--profile", default=None, help="llm simulated user's personality profile")
+    p.add_argument("--judge", default="offline", help="group judge: offline | llm")
+    p.add_argument("--block-turns", type=int, default=4, help="N: turns per judged block (default: %(default)s)")
+    p.add_argument("--min-speakers", type=int, default=None, help="fewest personas per message before the LLM directors "
+                   "may yield (default: the chat's, 2)")
+    p.add_argument("--batch-size", type=int, default=24, help="dialogues rolled out together")
+    p.add_argument("--json", default=None, help="write all dialogues, scores and tests here")
+    p.add_argument("--reuse", action="append", default=None, help="a previous --json file (repeatable): take the systems "
+                   "it holds from it (same scenarios and settings are checked) and roll out only the others")
+    p.add_argument("--max-new-tokens", type=int, default=None, help="speaker token budget for every system (default: the chat's)")
+    p.add_argument("--threads", type=int, default=1, help="torch threads (default 1 on a shared CPU)")
+
+
+def paired_tests(a: list[float], b: list[float]) -> dict[str, float]:
+    """Wilcoxon signed-rank (two-sided and 'a greater') and paired t-test over scenarios."""
+    from scipy import stats
+
+    diffs = [x - y for x, y in zip(a, b)]
+    out: dict[str, float] = {"mean_diff": statistics.fmean(diffs), "wins": sum(d > 0 for d in diffs),
+                             "ties": sum(d == 0 for d in diffs), "losses": sum(d < 0 for d in diffs)}
+    if any(d != 0 for d in diffs):
+        out["wilcoxon_p"] = float(stats.wilcoxon(a, b).pvalue)
+        out["wilcoxon_p_greater"] = float(stats.wilcoxon(a, b, alternative="greater").pvalue)
+        out["ttest_p"] = float(stats.ttest_rel(a, b).pvalue)
+    else:
+        out["wilcoxon_p"] = out["wilcoxon_p_greater"] = out["ttest_p"] = 1.0
+    return out
+
+
+def run_compare(args: argparse.Namespace) -> dict[str, Any]:
+    import torch
+
+    from mascot.backends import load_backend
+    from mascot.chat import GroupChat
+    from mascot.director import DIRECTOR_ADAPTER
+    from mascot.engine import Engine, EngineConfig
+    from mascot.errors import ConfigError
+    from mascot.judges.group import blocks_from_dialogue, load_group_judge, to_100
+    from mascot.rollouts import Rollout, roll_forward
+    from mascot.simusers import load_scripts
+    from mascot.train.stage2 import make_user
+    from mascot.train.stage2_config import load_stage2_recipe
+
+    torch.set_num_threads(args.threads)
+    cfg = load_stage2_recipe(args.recipe, {"simuser": args.user, **({"simuser_profile": args.profile} if args.profile else {})})
+    run_dir = Path(args.checkpoints_dir) / (args.run or cfg.run)
+    if not run_dir.is_dir():
+        raise ConfigError(f"No run folder {run_dir}: train one (python -m mascot train stage2 --recipe {args.recipe}) or pass --run.")
+    from mascot.personas import load_pack
+
+    pack = load_pack(cfg.pack)
+    backend = load_backend(cfg.rollout_backend, model=cfg.model, dtype=cfg.dtype)
+    engine = Engine(EngineConfig(backend=cfg.rollout_backend, model=cfg.model), backend, run_dir=run_dir)
+    warnings = engine.attach_adapters(pack)
+    systems = [s.strip() for s in args.systems.split(",") if s.strip()]
+    if "trained" in systems and DIRECTOR_ADAPTER not in backend.adapters:
+        raise ConfigError(f"{run_dir}/director/ holds no director adapter: the 'trained' system would silently be the prompted one.")
+    scripts = load_scripts(args.scripts or cfg.scripts, args.split or cfg.eval_split, args.limit)
+    user_turns = args.user_turns or cfg.eval_user_turns
+    judge = load_group_judge(args.judge)
+    results: dict[str, Any] = {"run": str(run_dir), "recipe": args.recipe, "split": args.split or cfg.eval_split,
+                               "scenarios": [s.id for s in scripts], "user": args.user, "profile": args.profile,
+                               "user_turns": user_turns, "block_turns": args.block_turns, "judge": judge.describe(),
+                               "warnings": warnings, "systems": {}}
+    previous: dict[str, Any] = {}
+    for path in args.reuse or []:
+        prev = json.loads(Path(path).read_text(encoding="utf-8"))
+        for key in ("scenarios", "user", "profile", "user_turns", "block_turns", "max_new_tokens"):
+            if prev.get(key) != {**results, "max_new_tokens": args.max_new_tokens}.get(key):
+                raise ConfigError(f"--reuse {path}: its {key!r} ({prev.get(key)!r}) differs from this run's; "
+                                  "rerun every system instead.")
+        previous.update(prev["systems"])
+    results["max_new_tokens"] = args.max_new_tokens
+    results["min_speakers"] = args.min_speakers
+    for system in systems:
+        if system in previous:
+            results["systems"][system] = previous[system]
+            print(f"[compare] {system}: reused from {', '.join(args.reuse)}", flush=True)
+            continue
+        t0 = time.time()
+        llm = system in ("trained", "prompted")
+        chat = GroupChat(backend, pack.active, mode=system, max_speakers=cfg.max_speakers,
+                         min_speakers=args.min_speakers if llm else None)
+        if args.max_new_tokens:
+            chat.speaker.params = chat.speaker.params.with_(max_new_tokens=args.max_new_tokens)
+        user = make_user(cfg, backend, pack.active)
+        rollouts = [Rollout.from_script(f"{system}:{s.id}", s, seed=1000 + i) for i, s in enumerate(scripts)]
+        for start in range(0, len(rollouts), args.batch_size):
+            roll_forward(chat, rollouts[start : start + args.batch_size], user, user_turns=user_turns - 1)
+        per_scenario, first_round_distinct, crit = [], [], {}
+        for r in rollouts:
+            blocks = blocks_from_dialogue(r.dialogue, 1, pack.active, args.block_turns, pack.setting)
+            verdicts = [v for v in judge.score_blocks(blocks) if v.valid]
+            per_scenario.append(statistics.fmean(to_100(v.aggregate) for v in verdicts) if verdicts else math.nan)
+            for v in verdicts:
+                for k, x in (v.scores or {}).items():
+                    crit.setdefault(k, []).append(to_100(x))
+            first = []
+            for t in r.dialogue.turns[1:]:
+                if t.is_user:
+                    break
+                first.append(t.speaker)
+            first_round_distinct.append(len(set(first)))
+        decisions = [d for r in rollouts for d in r.decisions]
+        repeats = 0
+        for r in rollouts:
+            round_speakers: list[str] = []
+            for t in r.dialogue.turns:
+                if t.is_user:
+                    round_speakers = []
+                elif t.speaker in round_speakers:
+                    repeats += 1
+                else:
+                    round_speakers.append(t.speaker)
+        results["systems"][system] = {
+            "per_scenario": per_scenario, "mean": statistics.fmean(x for x in per_scenario if not math.isnan(x)),
+            "std": statistics.pstdev([x for x in per_scenario if not math.isnan(x)]),
+            "criteria": {k: round(statistics.fmean(v), 2) for k, v in crit.items()},
+            "decisions": len(decisions), "fallbacks": sum(d.source == "fallback" for d in decisions),
+            "valid_directive_rate": 1 - sum(d.source == "fallback" for d in decisions) / max(1, len(decisions)),
+            "repeats_in_round": repeats,
+            "openings_with_2plus_personas": sum(n >= 2 for n in first_round_distinct) / len(first_round_distinct),
+            "persona_turns_per_user_turn": sum(len([t for t in r.dialogue.turns if not t.is_user]) for r in rollouts)
+            / max(1, sum(len([t for t in r.dialogue.turns if t.is_user]) for r in rollouts)),
+            "seconds": round(time.time() - t0, 1),
+            "dialogues": [r.dialogue.to_dict() for r in rollouts],
+        }
+        print(f"[compare] {system}: mean {results['systems'][system]['mean']:.2f} ({results['systems'][system]['seconds']} s)", flush=True)
+    if "trained" in results["systems"]:
+        a = results["systems"]["trained"]["per_scenario"]
+        results["tests"] = {b: paired_tests(a, results["systems"][b]["per_scenario"]) for b in systems if b != "trained"}
+    return results
+
+
+def render(results: dict[str, Any]) -> str:
+    lines = [f"Director comparison — run {results['run']}, {len(results['scenarios'])} held-out scenarios ({results['split']}), "
+             f"{results['user']} simulated user{' (' + results['profile'] + ')' if results.get('profile') else ''}, "
+             f"{results['user_turns']} user turns, N={results['block_turns']} blocks, {results['judge']}", ""]
+    crit = sorted({k for s in results["systems"].values() for k in s["criteria"]})
+    lines.append(f"{'system':<12} {'group score':>16} " + " ".join(f"{c[:11]:>11}" for c in crit)
+                 + f" {'valid dir.':>10} {'>=2 voices':>10} {'turns/msg':>9} {'repeats':>7}")
+    for name, s in results["systems"].items():
+        lines.append(f"{name:<12} {s['mean']:>8.2f} ± {s['std']:<5.2f} " + " ".join(f"{s['criteria'].get(c, float('nan')):>11.1f}" for c in crit)
+                     + f" {100 * s['valid_directive_rate']:>9.1f}% {100 * s['openings_with_2plus_personas']:>9.1f}%"
+                     f" {s['persona_turns_per_user_turn']:>9.2f} {s['repeats_in_round']:>7}")
+    if results.get("tests"):
+        lines += ["", "trained vs    mean diff   W/T/L     Wilcoxon p (two-sided, greater)   paired t p   beats at p<0.05?"]
+        for b, t in results["tests"].items():
+            win = "yes" if t["mean_diff"] > 0 and t["wilcoxon_p"] < 0.05 else "no"
+            lines.append(f"{b:<12} {t['mean_diff']:>+9.2f}   {t['wins']}/{t['ties']}/{t['losses']:<6} "
+                         f"{t['wilcoxon_p']:>12.4f}, {t['wilcoxon_p_greater']:.4f}        {t['ttest_p']:>8.4f}     {win}")
+    return "\n".join(lines)
+
+
+def main(args: argparse.Namespace) -> int:
+    results = run_compare(args)
+    print(render(results))
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(results, indent=1, ensure_ascii=False), encoding="utf-8")
+        print(f"details: {args.json}")
+    return 0

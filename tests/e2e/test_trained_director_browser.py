@@ -1,0 +1,39 @@
+"""In headless Chromium with the default `trained` director mode: one ordinary message gets replies from
+two distinct personas, chosen by the (fake-scored) trained director adapter."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.server import build_server
+from app.settings import Settings
+from mascot.backends.fake import FakeBackend
+from mascot.engine import Engine, EngineConfig
+from tests.conftest import run_uvicorn
+from tests.test_chat import prefer
+
+pytestmark = pytest.mark.browser
+
+
+def test_one_message_two_personas_in_trained_mode(browser, port, tmp_path):
+    fake = FakeBackend(chunk_size=3, scorer=prefer("none", "Beacon", "Catalyst", "Anchor"))
+    fake.add_adapter("director", str(tmp_path / "director"))  # what Engine.attach_adapters registers
+    settings = Settings(data_dir=str(tmp_path), backend="fake", mode="trained", port=port)
+    server, _ = run_uvicorn(build_server(settings, Engine(EngineConfig(backend="fake"), fake)), port)
+    page = browser.new_page()
+    try:
+        page.goto(f"http://127.0.0.1:{port}/")
+        page.locator("#msg textarea").wait_for(timeout=60_000)
+        page.locator("#msg textarea").fill("I moved to a new city and I feel lonely in the evenings.")
+        page.locator("#send").click()
+        bot = page.locator("#chatbot .persona-name")
+        bot.nth(1).wait_for(timeout=120_000)
+        page.wait_for_function("() => !document.querySelector('#chatbot').innerText.includes('▍')", timeout=120_000)
+        names = [n.strip() for n in bot.all_inner_texts()]
+        assert len(names) == 2 and any("Beacon" in n for n in names) and any("Catalyst" in n for n in names), names
+        assert "Director → Beacon" in page.locator("#chatbot").inner_text()
+        director_calls = [c for c in fake.calls if c.params.prefill.startswith('{"speaker"')]
+        assert director_calls and {c.adapter for c in director_calls} == {"director"}
+    finally:
+        page.close()
+        server.should_exit = True

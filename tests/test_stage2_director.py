@@ -1,0 +1,168 @@
+"""The constrained director (valid directive every time, no repeats, at least two voices), N-turn rollouts
+through GroupChat on the fake backend, and the Stage-2 directive reading/rewards."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from mascot.backends.base import GenerationParams
+from mascot.backends.fake import FakeBackend
+from mascot.chat import GroupChat
+from mascot.dialogue import USER, Dialogue, Directive, Turn
+from mascot.director import Decision, Director, DirectorState, LLMDirector, make_director
+from mascot.errors import BackendError
+from mascot.rollouts import Rollout, roll_forward
+from mascot.simusers import ReplaySimUser, SeekerScript
+from mascot.train.stage2_rewards import read_directive
+from tests.test_chat import prefer
+
+
+def st(pack, turns, seed=1):
+    return DirectorState(Dialogue([Turn(s, t) for s, t in turns]), pack.active, seed)
+
+
+def test_constrained_choice_offers_only_allowed_speakers(es_pack):
+    fb = FakeBackend(scorer=prefer("Anchor", "Catalyst", "Beacon", "none"))
+    d = make_director("prompted", fb)
+    dec = d.decide(st(es_pack, [(USER, "hi"), ("Anchor", "I hear you.")]))
+    # Anchor already spoke: it is not even offered; "none" is not offered before two replies
+    assert fb.score_calls[-1][1] == ['Catalyst"', 'Beacon"']
+    assert dec.directive.speaker == "Catalyst" and dec.source == "prompted"
+    assert fb.score_calls[-1][0].params.prefill == '{"speaker": "'
+
+
+def test_valid_directive_every_time_whatever_the_scores(es_pack):
+    import random
+
+    rng = random.Random(0)
+    fb = FakeBackend(scorer=lambda m, c, p, a: [rng.uniform(-5, 0) for _ in c])
+    fb.responder = lambda m, p, a: "garbage without quotes"  # undecodable action/tone text
+    director = make_director("prompted", fb)
+    for k in range(30):
+        turns = [(USER, "hello")] + [(n, "x") for n in ("Anchor", "Beacon", "Catalyst")[: k % 3]]
+        dec = director.decide(st(es_pack, turns, seed=k))
+        spoken = {s for s, _ in turns[1:]}
+        assert dec.source != "fallback", dec.note
+        if dec.directive is not None:
+            assert dec.directive.speaker not in spoken and dec.directive.speaker in {p.name for p in es_pack.active}
+            assert dec.directive.action and dec.directive.tone  # persona defaults fill undecodable text
+        else:
+            assert len(spoken) >= 2
+
+
+class NoScoreBackend(FakeBackend):
+    def score(self, messages, continuations, params, adapter=None):
+        raise BackendError("cannot score")
+
+
+def test_backend_without_scoring_falls_back_to_generate_and_validate(es_pack, caplog):
+    fb = NoScoreBackend().enqueue('Beacon", "action": "Cheer", "tone": "warm"}')
+    director = make_director("prompted", fb)
+    dec = director.decide(st(es_pack, [(USER, "hi")]))
+    assert dec.directive.speaker == "Beacon" and "generate-and-validate" in caplog.text
+    assert NoScoreBackend().adapters == {} and not director.constrained
+
+
+def test_switched_off_persona_is_never_chosen(es_pack):
+    es_pack.get("Catalyst").enabled = False
+    fb = FakeBackend(scorer=prefer("Catalyst", "Beacon", "Anchor"))
+    dec = make_director("prompted", fb).decide(DirectorState(Dialogue([Turn(USER, "hi")]), es_pack.active, 0))
+    assert dec.directive.speaker == "Beacon"
+    # the free-generation path names the switched-off persona: logged fallback, never a crash
+    free = LLMDirector(FakeBackend().enqueue('Catalyst", "action": "x", "tone": "y"}'))
+    dec = free.decide(DirectorState(Dialogue([Turn(USER, "hi")]), es_pack.active, 0))
+    assert dec.source == "fallback" and dec.directive.speaker == "Anchor"
+
+
+def test_base_backend_score_raises():
+    from mascot.backends.base import Backend
+
+    class Minimal(Backend):
+        def generate(self, batch, params, adapter=None):
+            return []
+
+        def info(self):
+            return None
+
+    with pytest.raises(BackendError, match="cannot score"):
+        Minimal().score([], ["a"], GenerationParams())
+
+
+def test_trained_chat_answers_with_two_voices_and_honours_bounds_and_mentions(es_pack):
+    fb = FakeBackend(scorer=prefer("none", "Beacon", "Anchor", "Catalyst"))
+    fb.add_adapter("director", "/tmp/director")
+    g = GroupChat(fb, es_pack.active, mode="trained")
+    assert g.director.mode == "trained"
+    turns = g.run(Dialogue(), "I failed my driving test.")
+    assert [t.speaker for t in turns] == ["Beacon", "Anchor"]  # wants to yield at once, but two voices first
+    assert {c.adapter for c in fb.calls if c.params.prefill.startswith('{"speaker"')} == {"director"}
+    one = GroupChat(fb, es_pack.active, mode="trained", max_speakers=1)
+    assert len(one.run(Dialogue(), "hello")) == 1
+    assert [t.speaker for t in g.run(Dialogue(), "@Catalyst what do you think?")] == ["Catalyst"]
+
+
+def test_rollout_of_n_turns_through_groupchat_keyed_by_id(es_pack):
+    fb = FakeBackend()
+    chat = GroupChat(fb, es_pack.active, mode="round-robin", max_speakers=2)
+    user = ReplaySimUser()
+    a = SeekerScript("a", "sit a", ["A1", "A2", "A3"])
+    b = SeekerScript("b", "sit b", ["B1"])  # ends after the opening: its user stops
+    rolls = [Rollout.from_script("ra", a), Rollout.from_script("rb", b)]
+    rolls[0].first = Decision(Directive("Beacon", "Cheer them on", "warm"), "sampled")
+    roll_forward(chat, rolls, user, n_turns=4)
+    ra, rb = rolls
+    assert len(ra.new_turns) == 4
+    assert [t.speaker for t in ra.new_turns] == ["Beacon", "Anchor", USER, "Catalyst"]
+    assert ra.new_turns[0].directive.action == "Cheer them on" and ra.new_turns[2].text == "A2"
+    assert rb.done and [t.speaker for t in rb.new_turns] == ["Anchor", "Catalyst"]
+    assert rb.notes == ["script finished"]
+
+
+def test_read_directive_and_format_levels(es_pack):
+    rules = Director(3, False, 2)
+    d = Dialogue([Turn(USER, "hi"), Turn("Anchor", "I hear you")])
+    ok = read_directive('Catalyst", "action": "Ask one question", "tone": "curious"}', d, es_pack.active, rules)
+    assert ok.ok and ok.strict and ok.speaker == "Catalyst"
+    loose = read_directive('Catalyst", "actoin": blah', d, es_pack.active, rules)
+    assert loose.ok and not loose.strict and loose.action == es_pack.get("Catalyst").default_action
+    assert not read_directive('Anchor", "action": "a", "tone": "b"}', d, es_pack.active, rules).ok  # spoke already
+    assert not read_directive('none"}', d, es_pack.active, rules).ok  # only one reply so far
+    assert not read_directive("Bob the builder", d, es_pack.active, rules).ok
+    d.add(Turn("Catalyst", "why?"))
+    assert read_directive('none"}', d, es_pack.active, rules).yields
+    assert json.loads('{"speaker": "' + 'none"}')  # the prefill + completion is the JSON the chat parses
+
+
+def test_scoring_only_directive_uses_persona_defaults(es_pack):
+    fb = FakeBackend(scorer=prefer("Beacon", "Anchor", "Catalyst"))
+    director = make_director("prompted", fb)
+    director.detail_tokens = 0
+    dec = director.decide(st(es_pack, [(USER, "hi")]))
+    beacon = es_pack.get("Beacon")
+    assert (dec.directive.speaker, dec.directive.action, dec.directive.tone) == ("Beacon", beacon.default_action, beacon.default_tone)
+    assert fb.calls == []  # one scoring pass, no generation
+
+
+def test_transformers_score_matches_a_plain_forward(tiny_model_dir):
+    """Backend.score (shared prompt KV cache, one batched forward) equals the log-probability of each
+    continuation computed token by token from a plain forward pass of prompt + continuation."""
+    import torch
+
+    from mascot.backends.hf import TransformersBackend
+
+    b = TransformersBackend(str(tiny_model_dir), dtype="float32")
+    msgs = [{"role": "user", "content": "Who speaks next?"}]
+    params = GenerationParams(prefill='{"speaker": "')
+    conts = ['Anchor"', 'Catalyst"', 'none"']
+    got = b.score(msgs, conts, params)
+    prompt = b.tokenizer.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True) + params.prefill
+    n = len(b.tokenizer(prompt, add_special_tokens=False)["input_ids"])
+    for c, value in zip(conts, got):
+        ids = torch.tensor([b.tokenizer(prompt, add_special_tokens=False)["input_ids"]
+                            + b.tokenizer(c, add_special_tokens=False)["input_ids"]])
+        with torch.no_grad():
+            logp = torch.log_softmax(b.model(ids).logits.float(), -1)
+        expected = sum(float(logp[0, i - 1, ids[0, i]]) for i in range(n, ids.shape[1]))
+        assert value == pytest.approx(expected, abs=1e-3)

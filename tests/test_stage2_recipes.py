@@ -1,0 +1,46 @@
+"""Stage-2 recipes: both bundled recipes load and build their TRL config; bad fields fail with the valid names."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from mascot.errors import ConfigError
+from mascot.train.stage2_config import build_stage2_grpo_config, list_stage2_recipes, load_stage2_recipe
+
+
+def test_bundled_recipes_load_and_build(tmp_path) -> None:
+    assert {"tiny-cpu", "paper-gpu"} <= set(list_stage2_recipes())
+    tiny = load_stage2_recipe("tiny-cpu")
+    assert tiny.rollout_backend == "transformers" and tiny.rewards == ["group", "format"]
+    assert tiny.stage_dir.name == "stage2" and tiny.out.name == "tiny-cpu"
+    paper = load_stage2_recipe("paper-gpu")
+    args = build_stage2_grpo_config(paper, tmp_path, validate_only=True)
+    assert args.num_generations == 8 and paper.block_turns == 4 and paper.grpo["use_vllm"] is True
+    assert args.reward_weights == [1.0, 0.5]
+
+
+def test_overrides_and_errors() -> None:
+    cfg = load_stage2_recipe("tiny-cpu", {"max-states": "5", "grpo.learning_rate": "1e-4", "rollout_backend": "llamacpp"})
+    assert cfg.max_states == 5 and cfg.grpo["learning_rate"] == 1e-4 and cfg.rollout_backend == "llamacpp"
+    with pytest.raises(ConfigError, match="max_states"):
+        load_stage2_recipe("tiny-cpu", {"max_statez": "5"})
+    with pytest.raises(ConfigError, match="GRPOConfig"):
+        load_stage2_recipe("tiny-cpu", {"grpo.learnin_rate": "1"})
+    with pytest.raises(ConfigError, match="set by the pipeline"):
+        load_stage2_recipe("tiny-cpu", {"grpo.output_dir": "x"})
+    with pytest.raises(ConfigError, match="tiny-cpu"):
+        load_stage2_recipe("nope")
+    with pytest.raises(ConfigError, match="replay"):
+        load_stage2_recipe("tiny-cpu", {"simuser": "robot"})
+    with pytest.raises(ConfigError, match="min_speakers"):
+        load_stage2_recipe("tiny-cpu", {"min_speakers": "4"})
+
+
+def test_cli_print_config(capsys) -> None:
+    from mascot.__main__ import main
+
+    assert main(["train", "stage2", "--recipe", "tiny-cpu", "--max-steps", "3", "--block-turns", "2", "--print-config"]) == 0
+    cfg = json.loads(capsys.readouterr().out)
+    assert cfg["max_steps"] == 3 and cfg["block_turns"] == 2
