@@ -45,6 +45,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--reuse", action="append", default=None, help="a previous --json file (repeatable): take the systems "
                    "it holds from it (same scenarios and settings are checked) and roll out only the others")
     p.add_argument("--max-new-tokens", type=int, default=None, help="speaker token budget for every system (default: the chat's)")
+    p.add_argument("--backend", default="auto", help="backend for the frozen speakers, user and directors (auto: llamacpp "
+                   "on CPU for the embedded GGUF; 'recipe' keeps the recipe's rollout_backend; default: %(default)s)")
     p.add_argument("--threads", type=int, default=1, help="torch threads (default 1 on a shared CPU)")
 
 
@@ -79,7 +81,10 @@ def run_compare(args: argparse.Namespace) -> dict[str, Any]:
     from mascot.train.stage2_config import load_stage2_recipe
 
     torch.set_num_threads(args.threads)
-    cfg = load_stage2_recipe(args.recipe, {"simuser": args.user, **({"simuser_profile": args.profile} if args.profile else {})})
+    overrides: dict[str, Any] = {"simuser": args.user, **({"simuser_profile": args.profile} if args.profile else {})}
+    if getattr(args, "backend", "recipe") != "recipe":
+        overrides["rollout_backend"] = args.backend
+    cfg = load_stage2_recipe(args.recipe, overrides)
     run_dir = Path(args.checkpoints_dir) / (args.run or cfg.run)
     if not run_dir.is_dir():
         raise ConfigError(f"No run folder {run_dir}: train one (python -m mascot train stage2 --recipe {args.recipe}) or pass --run.")
