@@ -101,6 +101,15 @@ def load_ordinary() -> list[Example]:
             for s in load_scenarios("bundled") if s.setting == "emotional-support" and s.opening]
 
 
+def load_meeting_openings() -> list[Example]:
+    """Openings of the bundled meeting scenarios (questions about a meeting) as everyday negatives. They are
+    not used in training or threshold choice, so all of them measure false alarms on meeting questions."""
+    from mascot.data import load_scenarios
+
+    return [Example(s.opening, "negative", "meeting", "test", False)
+            for s in load_scenarios("bundled") if s.setting == "meeting" and s.opening]
+
+
 def load_context_cases(path: Path | None = None) -> list[ContextCase]:
     """The multi-turn context cases."""
     path = path or DATA_DIR / "context_cases.txt"

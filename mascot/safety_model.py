@@ -234,5 +234,22 @@ def threshold_for_fpr(scores: np.ndarray, positive: np.ndarray, max_fpr: float) 
     return float(np.nextafter(neg[k], np.float32(1.0))) if k < len(neg) else float(neg[-1])
 
 
+def message_thresholds(oof: np.ndarray, positive: np.ndarray, ordinary: np.ndarray, crisis_max_fpr: float,
+                       concern_ordinary_max_fpr: float, context_recall: float) -> dict[str, float]:
+    """The three thresholds of the message classifier, all from out-of-fold scores of the training split.
+
+    crisis: the lowest whose false-positive rate on all negatives is at most `crisis_max_fpr` (the group is
+    replaced); concern: the lowest whose false-positive rate on the everyday scenario openings (`ordinary`)
+    is at most `concern_ordinary_max_fpr` (Anchor asks about safety); context: the highest whose recall is
+    at least `context_recall`, the floor a message must reach alone before earlier turns can upgrade it."""
+    crisis = threshold_for_fpr(oof, positive, crisis_max_fpr)
+    if not ordinary.any():
+        raise ConfigError("No everyday openings among the cross-validated scores: the concern threshold needs them.")
+    keep = ordinary | positive
+    concern = min(crisis, threshold_for_fpr(oof[keep], positive[keep], concern_ordinary_max_fpr))
+    context = min(concern, choose_threshold(oof, positive, context_recall))
+    return {"crisis": crisis, "concern": concern, "context": context}
+
+
 def config_dict(cfg: FitConfig) -> dict:
     return asdict(cfg)
