@@ -102,7 +102,22 @@ def rethreshold() -> int:
     tmp.write_text(json.dumps(meta, indent=1), encoding="utf-8")
     tmp.replace(path)
     print(f"messages: thresholds {meta['thresholds']}; cross-validated {meta['cv']} -> {path}")
+    print_concern_tradeoff(meta)
     return 0
+
+
+def print_concern_tradeoff(meta: dict, budgets: tuple[float, ...] = (0.02, 0.05, 0.10, 0.20, 0.35)) -> None:
+    """What other everyday-opening budgets for the concern tier would give, out of fold (training split only)."""
+    from mascot.safety_model import threshold_for_fpr
+
+    oof, y = np.array(meta["oof_scores"]), np.array(meta["oof_labels"])
+    ordinary = np.array([c == "ordinary" for c in meta["oof_categories"]])
+    keep = ordinary | y
+    print("\nConcern tier, out of fold: budget on everyday openings -> threshold, recall (crisis or concern), FPR on all negatives")
+    for b in budgets:
+        t = min(meta["thresholds"]["crisis"], threshold_for_fpr(oof[keep], y[keep], b))
+        print(f"  {b:.2f} -> {t:.4f}: everyday {(oof[ordinary] >= t).mean():.3f}, recall {(oof[y] >= t).mean():.3f}, "
+              f"negatives {(oof[~y] >= t).mean():.3f}")
 
 
 def train(args: argparse.Namespace) -> int:
