@@ -20,7 +20,8 @@ from pathlib import Path
 import numpy as np
 
 from mascot.errors import InputError
-from mascot.safety_data import load_context_cases, load_meeting_openings, load_messages, load_ordinary, load_replies
+from mascot.safety_data import (load_context_cases, load_meeting_openings, load_messages, load_ordinary, load_replies,
+                                message_training_examples)
 from mascot.stats import wilson_interval
 
 log = logging.getLogger(__name__)
@@ -44,14 +45,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     t.add_argument("--epochs", type=int, default=5)
     t.add_argument("--layers", type=int, default=2, help="top encoder layers adapted by the LoRA")
     t.add_argument("--only", choices=["messages", "replies"], default=None)
+    t.add_argument("--ship", choices=["fold", "refit"], default="fold",
+                   help="fold: ship the first cross-validation fold's model, trained like the models whose scores set "
+                        "the thresholds (default); refit: refit on the whole training split (its scores are more "
+                        "confident, so the thresholds transfer badly, see docs/safety.md)")
+    t.add_argument("--out", type=Path, default=None, help="write the classifiers under this folder instead of the shipped one")
     sub.add_parser("thresholds", help="re-derive the message thresholds from the saved out-of-fold scores (seconds)")
     e = sub.add_parser("eval", help="measure the detector on the held-out split")
     e.add_argument("--json", type=Path, default=None, help=f"also write the figures as JSON (the shipped ones: {REPORT})")
     e.add_argument("--latency-runs", type=int, default=300, help="messages timed (each once)")
 
 
-def _train_one(name: str, examples, folds: int, cfg) -> None:  # type: ignore[no-untyped-def]
-    from mascot.safety_model import Fitter, config_dict, save, threshold_for_fpr
+def _train_one(name: str, examples, folds: int, cfg, ship: str, out_root: Path | None) -> None:  # type: ignore[no-untyped-def]
+    from mascot.safety_model import MODEL_DIR, Fitter, config_dict, save, threshold_for_fpr
 
     train = [e for e in examples if e.split == "train"]
     texts = [e.text for e in train]
@@ -59,9 +65,9 @@ def _train_one(name: str, examples, folds: int, cfg) -> None:  # type: ignore[no
     started = time.time()
     fitter = Fitter(texts, cfg)
     idx = list(range(len(train)))
-    oof = fitter.out_of_fold(idx, labels, folds)
+    oof, first_fold = fitter.out_of_fold(idx, labels, folds)
     y = np.array(labels)
-    meta = {"name": name, "config": config_dict(cfg), "folds": folds, "train_size": len(train),
+    meta = {"name": name, "config": config_dict(cfg), "folds": folds, "train_size": len(train), "shipped": ship,
             "oof_scores": [round(float(s), 6) for s in oof], "oof_labels": [bool(v) for v in y],
             "oof_categories": [e.category for e in train]}
     if name == "replies":
@@ -69,9 +75,9 @@ def _train_one(name: str, examples, folds: int, cfg) -> None:  # type: ignore[no
         meta |= {"thresholds": {"crisis": t, "concern": t}, "targets": {"reply_max_fpr": REPLY_MAX_FPR}}
     else:
         meta = _with_message_thresholds(meta)
-    fitted = fitter.fit(idx, labels)
+    fitted = first_fold if ship == "fold" else fitter.fit(idx, labels)
     meta["train_seconds"] = round(time.time() - started, 1)
-    out = save(name, fitted, meta)
+    out = save(name, fitted, meta, out_root or MODEL_DIR)
     print(f"{name}: thresholds {meta['thresholds']}; cross-validated {meta.get('cv')} -> {out}")
 
 
@@ -128,9 +134,9 @@ def train(args: argparse.Namespace) -> int:
     torch.set_num_threads(1)
     cfg = FitConfig(layers=args.layers, epochs=args.epochs)
     if args.only in (None, "messages"):
-        _train_one("messages", load_messages() + load_ordinary(), args.folds, cfg)
+        _train_one("messages", message_training_examples(), args.folds, cfg, args.ship, args.out)
     if args.only in (None, "replies"):
-        _train_one("replies", load_replies(), args.folds, cfg)
+        _train_one("replies", load_replies(), args.folds, cfg, args.ship, args.out)
     return 0
 
 
@@ -181,7 +187,9 @@ def evaluate(runs: int = 200) -> dict:
     flagged = [full.check(e.text, record=False).tier for e in ordinary]
     report["ordinary"] = {"fpr_crisis": _rate(flagged.count("crisis"), len(ordinary)),
                           "fpr_any": _rate(len(ordinary) - flagged.count("none"), len(ordinary))}
-    meeting = load_meeting_openings()
+    # meeting openings the classifier never saw: all of them for a model that predates them, else the test split
+    unseen = "meeting" in full.classifier.meta.get("untrained_categories", [])
+    meeting = [e for e in load_meeting_openings() if unseen or e.split == "test"]
     flagged = [full.check(e.text, record=False).tier for e in meeting]
     report["meeting"] = {"fpr_crisis": _rate(flagged.count("crisis"), len(meeting)),
                          "fpr_any": _rate(len(meeting) - flagged.count("none"), len(meeting))}
@@ -240,7 +248,7 @@ def print_report(r: dict) -> None:
     print(f"Everyday messages (bundled scenario openings, test split): FPR (crisis) {_fmt(o['fpr_crisis'])}, "
           f"FPR (crisis or concern) {_fmt(o['fpr_any'])}")
     m = r["meeting"]
-    print(f"Meeting questions (bundled meeting openings, never trained on): FPR (crisis) {_fmt(m['fpr_crisis'])}, "
+    print(f"Meeting questions (bundled meeting openings the classifier never saw): FPR (crisis) {_fmt(m['fpr_crisis'])}, "
           f"FPR (crisis or concern) {_fmt(m['fpr_any'])}")
     c = r["context"]
     print(f"\nContext cases (last three user turns): {c['correct']}/{c['n']} tiers as expected")

@@ -136,17 +136,20 @@ class Fitter:
             parts = [torch.sigmoid(self._forward(layers, head, idx[i : i + 64])) for i in range(0, len(idx), 64)]
         return torch.cat(parts).numpy() if parts else np.zeros(0, np.float32)
 
-    def out_of_fold(self, train: Sequence[int], labels: Sequence[bool], folds: int) -> np.ndarray:
-        """Stratified k-fold out-of-fold probabilities for `train` (in that order)."""
+    def out_of_fold(self, train: Sequence[int], labels: Sequence[bool], folds: int):  # type: ignore[no-untyped-def]
+        """Stratified k-fold out-of-fold probabilities for `train` (in that order), and the first fold's fitted
+        model (trained exactly like the models whose scores set the thresholds)."""
         from sklearn.model_selection import StratifiedKFold
 
         y = np.array([labels[i] for i in train])
         oof = np.zeros(len(train), np.float32)
+        first = None
         for k, (fit_pos, hold_pos) in enumerate(StratifiedKFold(folds, shuffle=True, random_state=self.cfg.seed).split(np.zeros(len(y)), y)):
             fitted = self.fit([train[p] for p in fit_pos], labels)
             oof[hold_pos] = self.predict(fitted, [train[p] for p in hold_pos])
+            first = first or fitted
             log.info("fold %d/%d done", k + 1, folds)
-        return oof
+        return oof, first
 
 
 def save(name: str, fitted, meta: dict, root: Path = MODEL_DIR) -> Path:  # type: ignore[no-untyped-def]

@@ -15,7 +15,7 @@ from mascot.dialogue import Dialogue
 from mascot.safety import (CONCERN_ACTION, CRISIS_REPLY, HELP_NOTE, REPLY_REPLACEMENT, CrisisDetector, check_crisis,
                            default_detector)
 from mascot.safety_cli import REPORT
-from mascot.safety_data import load_context_cases, load_messages, load_ordinary, load_replies, split_of
+from mascot.safety_data import load_context_cases, load_messages, load_ordinary, load_replies, message_training_examples, split_of
 from mascot.safety_log import SafetyLog
 from mascot.safety_model import choose_threshold, message_thresholds, read_meta, threshold_for_fpr
 
@@ -56,9 +56,8 @@ def test_dataset_sizes_categories_and_disjoint_split():
     assert all(split_of(e.text) == e.split for e in msgs)  # the split is a pure function of the text
     meta = read_meta("messages")
     ordinary = [e for e in load_ordinary() if e.split == "train"]  # bundled scenario openings, also train-only
-    # the shipped model predates the everyday_questions category: its training lines are unused, its test lines measured
-    used = [e for e in msgs if e.split == "train" and e.category != "everyday_questions"]
-    assert meta["train_size"] == len(used) + len(ordinary)  # training saw only the training splits
+    used = message_training_examples(meta.get("untrained_categories", []))  # categories a model predates are unused
+    assert meta["train_size"] == len(used) and all(e.split == "train" for e in used)  # training saw only training splits
     assert not test & {e.text for e in ordinary}
     replies = load_replies()
     assert {e.label for e in replies} == {"bad", "good"} and {e.split for e in replies} == {"train", "test"}
@@ -69,7 +68,7 @@ def test_thresholds_follow_from_the_cross_validated_scores():
     meta = read_meta("messages")
     oof, y = np.array(meta["oof_scores"]), np.array(meta["oof_labels"])
     ordinary = np.array([c == "ordinary" for c in meta["oof_categories"]])
-    train = [e for e in load_messages() + load_ordinary() if e.split == "train" and e.category not in meta.get("untrained_categories", [])]
+    train = message_training_examples(meta.get("untrained_categories", []))
     assert [e.category for e in train] == meta["oof_categories"] and [e.positive for e in train] == meta["oof_labels"]
     targets = meta["targets"]
     assert meta["thresholds"]["crisis"] == pytest.approx(threshold_for_fpr(oof, y, targets["crisis_max_fpr"]), abs=1e-5)
