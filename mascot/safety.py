@@ -188,6 +188,13 @@ class CrisisDetector:
         t = self.classifier.meta["thresholds"]
         return float(t["crisis"]), float(t["concern"])
 
+    @property
+    def context_floor(self) -> float:
+        """How suspicious a message must be alone before earlier turns may make it a crisis (or before
+        its window with them is scored at all)."""
+        t = self.classifier.meta["thresholds"]
+        return float(t.get("context", t["concern"]))
+
     # -- user messages
     def check(self, text: str | None, history: Sequence[str] = (), judge: LLMGrayZoneJudge | None = None,
               session_id: str = "", record: bool = True) -> CrisisResult:
@@ -217,18 +224,24 @@ class CrisisDetector:
         if not _has_words(clean) and not previous:
             return _result(NONE, 0.0, "empty")
         t_crisis, t_concern = self.thresholds
-        window = "\n".join([*previous, clean]) if previous else ""
-        earlier = "\n".join(_clip(t) for t in history[-CONTEXT_TURNS:] if t and _has_words(t)) if previous else ""
-        texts = [clean if _has_words(clean) else "", window, earlier]
-        s_msg, s_win, s_prev = (float(s) for s in self.classifier.score(texts))
-        if not window:
+        floor = self.context_floor
+        # Each earlier turn alone (cached: each was scored when it was the latest message).
+        s_turns = [float(v) for v in self.classifier.score(previous)] if previous else []
+        msg = clean if _has_words(clean) else ""
+        if not s_turns or max(s_turns) < floor:
+            # No earlier turn is even faintly suspicious alone: they can neither raise nor explain away this
+            # message, so it is decided alone (one encoder pass instead of a batch of three).
+            s_msg = float(self.classifier.score([msg])[0])
             tier = CRISIS if s_msg >= t_crisis else CONCERN if s_msg >= t_concern else NONE
             return _result(tier, s_msg, "classifier")
-        if s_msg >= t_crisis and s_win >= t_concern:  # the context does not explain it away
+        window = "\n".join([*previous, clean])
+        earlier = "\n".join(_clip(t) for t in history[-CONTEXT_TURNS:] if t and _has_words(t))
+        s_msg, s_win, s_prev = (float(v) for v in self.classifier.score([msg, window, earlier]))
+        if s_msg >= t_crisis and s_win >= floor:  # the context does not explain it away
             return _result(CRISIS, s_msg, "classifier")
-        if s_win >= t_crisis and s_msg >= t_concern:  # read with the earlier turns, this message is a crisis
+        if s_win >= t_crisis and s_msg >= floor:  # read with the earlier turns, this message is a crisis
             return _result(CRISIS, s_win, "context")
-        if max(s_msg, s_win) >= t_concern:  # either reading is in the gray zone: recall first
+        if max(s_msg, s_win) >= t_concern:  # either reading is in the gray zone
             if judge is not None and judge.confirms_crisis([*previous, clean]):
                 return _result(CRISIS, max(s_msg, s_win), "llm")
             return _result(CONCERN, max(s_msg, s_win), "classifier" if s_msg >= s_win else "context")

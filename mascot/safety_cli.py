@@ -20,16 +20,20 @@ from pathlib import Path
 import numpy as np
 
 from mascot.errors import InputError
-from mascot.safety_data import load_context_cases, load_messages, load_ordinary, load_replies
+from mascot.safety_data import (load_context_cases, load_meeting_openings, load_messages, load_ordinary, load_replies,
+                                message_training_examples)
 from mascot.stats import wilson_interval
 
 log = logging.getLogger(__name__)
 
 REPORT = Path(__file__).parent / "data" / "safety" / "report.json"
 # Thresholds on the cross-validated (out-of-fold) scores: the crisis tier replaces the group's replies, so
-# it is held to a false-positive rate; the concern tier (Anchor asks about safety) is set for recall.
+# it is held to a false-positive rate on all negatives; the concern tier (Anchor asks about safety) is held to a
+# false-positive rate on everyday scenario openings, so ordinary messages rarely get a safety question; the
+# context floor (how suspicious a message must be alone before earlier turns can make it a crisis) is set for recall.
 CRISIS_MAX_FPR = 0.05
-CONCERN_RECALL = 0.98
+CONCERN_ORDINARY_MAX_FPR = 0.05
+CONTEXT_RECALL = 0.98
 BENIGN_HISTORY = ("I've had a long week at work.", "My sister visited on Sunday.")
 REPLY_MAX_FPR = 0.10  # the reply classifier is small: its threshold caps cross-validated false replacements
 
@@ -41,13 +45,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     t.add_argument("--epochs", type=int, default=5)
     t.add_argument("--layers", type=int, default=2, help="top encoder layers adapted by the LoRA")
     t.add_argument("--only", choices=["messages", "replies"], default=None)
+    t.add_argument("--ship", choices=["fold", "refit"], default="fold",
+                   help="fold: ship the first cross-validation fold's model, trained like the models whose scores set "
+                        "the thresholds (default); refit: refit on the whole training split (its scores are more "
+                        "confident, so the thresholds transfer badly, see docs/safety.md)")
+    t.add_argument("--out", type=Path, default=None, help="write the classifiers under this folder instead of the shipped one")
+    sub.add_parser("thresholds", help="re-derive the message thresholds from the saved out-of-fold scores (seconds)")
     e = sub.add_parser("eval", help="measure the detector on the held-out split")
     e.add_argument("--json", type=Path, default=None, help=f"also write the figures as JSON (the shipped ones: {REPORT})")
     e.add_argument("--latency-runs", type=int, default=300, help="messages timed (each once)")
 
 
-def _train_one(name: str, examples, folds: int, cfg) -> None:  # type: ignore[no-untyped-def]
-    from mascot.safety_model import Fitter, choose_threshold, config_dict, save, threshold_for_fpr
+def _train_one(name: str, examples, folds: int, cfg, ship: str, out_root: Path | None) -> None:  # type: ignore[no-untyped-def]
+    from mascot.safety_model import MODEL_DIR, Fitter, config_dict, save, threshold_for_fpr
 
     train = [e for e in examples if e.split == "train"]
     texts = [e.text for e in train]
@@ -55,25 +65,65 @@ def _train_one(name: str, examples, folds: int, cfg) -> None:  # type: ignore[no
     started = time.time()
     fitter = Fitter(texts, cfg)
     idx = list(range(len(train)))
-    oof = fitter.out_of_fold(idx, labels, folds)
+    oof, first_fold = fitter.out_of_fold(idx, labels, folds)
     y = np.array(labels)
+    meta = {"name": name, "config": config_dict(cfg), "folds": folds, "train_size": len(train), "shipped": ship,
+            "oof_scores": [round(float(s), 6) for s in oof], "oof_labels": [bool(v) for v in y],
+            "oof_categories": [e.category for e in train]}
     if name == "replies":
-        crisis = concern = threshold_for_fpr(oof, y, REPLY_MAX_FPR)
+        t = threshold_for_fpr(oof, y, REPLY_MAX_FPR)
+        meta |= {"thresholds": {"crisis": t, "concern": t}, "targets": {"reply_max_fpr": REPLY_MAX_FPR}}
     else:
-        crisis = threshold_for_fpr(oof, y, CRISIS_MAX_FPR)
-        concern = min(crisis, choose_threshold(oof, y, CONCERN_RECALL))
-    fitted = fitter.fit(idx, labels)
-    meta = {
-        "name": name, "config": config_dict(cfg), "folds": folds, "train_size": len(train),
-        "thresholds": {"crisis": crisis, "concern": concern},
-        "targets": {"reply_max_fpr": REPLY_MAX_FPR} if name == "replies" else {"crisis_max_fpr": CRISIS_MAX_FPR, "concern_recall": CONCERN_RECALL},
-        "cv": {"recall_at_crisis": float((oof[y] >= crisis).mean()), "fpr_at_crisis": float((oof[~y] >= crisis).mean()),
-               "recall_at_concern": float((oof[y] >= concern).mean()), "fpr_at_concern": float((oof[~y] >= concern).mean())},
-        "oof_scores": [round(float(s), 6) for s in oof], "oof_labels": [bool(v) for v in y],
-        "train_seconds": round(time.time() - started, 1),
-    }
-    out = save(name, fitted, meta)
-    print(f"{name}: thresholds crisis={crisis:.4f} concern={concern:.4f}; cross-validated {meta['cv']} -> {out}")
+        meta = _with_message_thresholds(meta)
+    fitted = first_fold if ship == "fold" else fitter.fit(idx, labels)
+    meta["train_seconds"] = round(time.time() - started, 1)
+    out = save(name, fitted, meta, out_root or MODEL_DIR)
+    print(f"{name}: thresholds {meta['thresholds']}; cross-validated {meta.get('cv')} -> {out}")
+
+
+def _with_message_thresholds(meta: dict) -> dict:
+    """`meta` with the message thresholds (and their cross-validated figures) derived from its out-of-fold scores."""
+    from mascot.safety_model import message_thresholds
+
+    if "oof_categories" not in meta:
+        raise InputError("The message classifier's metadata has no `oof_categories`: retrain it with `python -m mascot safety train`.")
+    oof, y = np.array(meta["oof_scores"]), np.array(meta["oof_labels"])
+    ordinary = np.array([c == "ordinary" for c in meta["oof_categories"]])
+    t = message_thresholds(oof, y, ordinary, CRISIS_MAX_FPR, CONCERN_ORDINARY_MAX_FPR, CONTEXT_RECALL)
+    cv = {}
+    for name in ("crisis", "concern", "context"):
+        cv |= {f"recall_at_{name}": float((oof[y] >= t[name]).mean()), f"fpr_at_{name}": float((oof[~y] >= t[name]).mean()),
+               f"ordinary_fpr_at_{name}": float((oof[ordinary] >= t[name]).mean())}
+    targets = {"crisis_max_fpr": CRISIS_MAX_FPR, "concern_ordinary_max_fpr": CONCERN_ORDINARY_MAX_FPR, "context_recall": CONTEXT_RECALL}
+    return {**meta, "thresholds": t, "targets": targets, "cv": cv}
+
+
+def rethreshold() -> int:
+    """Re-derive the shipped message classifier's thresholds from its saved out-of-fold scores (no retraining)."""
+    from mascot.safety_model import MODEL_DIR, read_meta
+
+    meta = _with_message_thresholds(read_meta("messages"))
+    path = MODEL_DIR / "messages" / "classifier.json"
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(meta, indent=1), encoding="utf-8")
+    tmp.replace(path)
+    print(f"messages: thresholds {meta['thresholds']}; cross-validated {meta['cv']} -> {path}")
+    print_concern_tradeoff(meta)
+    return 0
+
+
+def print_concern_tradeoff(meta: dict, budgets: tuple[float, ...] = (0.02, 0.05, 0.10, 0.20, 0.35)) -> None:
+    """What other everyday-opening budgets for the concern tier would give, out of fold (training split only)."""
+    from mascot.safety_model import threshold_for_fpr
+
+    oof, y = np.array(meta["oof_scores"]), np.array(meta["oof_labels"])
+    ordinary = np.array([c == "ordinary" for c in meta["oof_categories"]])
+    keep = ordinary | y
+    print("\nConcern tier, out of fold: budget on everyday openings -> threshold, recall (crisis or concern), FPR on all negatives")
+    for b in budgets:
+        t = min(meta["thresholds"]["crisis"], threshold_for_fpr(oof[keep], y[keep], b))
+        print(f"  {b:.2f} -> {t:.4f}: everyday {(oof[ordinary] >= t).mean():.3f}, recall {(oof[y] >= t).mean():.3f}, "
+              f"negatives {(oof[~y] >= t).mean():.3f}")
 
 
 def train(args: argparse.Namespace) -> int:
@@ -84,9 +134,9 @@ def train(args: argparse.Namespace) -> int:
     torch.set_num_threads(1)
     cfg = FitConfig(layers=args.layers, epochs=args.epochs)
     if args.only in (None, "messages"):
-        _train_one("messages", load_messages() + load_ordinary(), args.folds, cfg)
+        _train_one("messages", message_training_examples(), args.folds, cfg, args.ship, args.out)
     if args.only in (None, "replies"):
-        _train_one("replies", load_replies(), args.folds, cfg)
+        _train_one("replies", load_replies(), args.folds, cfg, args.ship, args.out)
     return 0
 
 
@@ -129,7 +179,7 @@ def evaluate(runs: int = 200) -> dict:
     test = [e for e in load_messages() if e.split == "test"]
     patterns = CrisisDetector(use_classifier=False)
     full = CrisisDetector()
-    report: dict = {"test_size": len(test), "thresholds": dict(zip(("crisis", "concern"), full.thresholds))}
+    report: dict = {"test_size": len(test), "thresholds": {**dict(zip(("crisis", "concern"), full.thresholds)), "context": full.context_floor}}
     report["patterns"] = _measure(test, [patterns.check(e.text, record=False).tier for e in test])
     report["detector"] = _measure(test, [full.check(e.text, record=False).tier for e in test])
     report["detector_after_benign_turns"] = _measure(test, [full.check(e.text, BENIGN_HISTORY, record=False).tier for e in test])
@@ -137,6 +187,12 @@ def evaluate(runs: int = 200) -> dict:
     flagged = [full.check(e.text, record=False).tier for e in ordinary]
     report["ordinary"] = {"fpr_crisis": _rate(flagged.count("crisis"), len(ordinary)),
                           "fpr_any": _rate(len(ordinary) - flagged.count("none"), len(ordinary))}
+    # meeting openings the classifier never saw: all of them for a model that predates them, else the test split
+    unseen = "meeting" in full.classifier.meta.get("untrained_categories", [])
+    meeting = [e for e in load_meeting_openings() if unseen or e.split == "test"]
+    flagged = [full.check(e.text, record=False).tier for e in meeting]
+    report["meeting"] = {"fpr_crisis": _rate(flagged.count("crisis"), len(meeting)),
+                         "fpr_any": _rate(len(meeting) - flagged.count("none"), len(meeting))}
     cases = load_context_cases()
     got = [full.check(c.turns[-1], c.turns[:-1], record=False).tier for c in cases]
     report["context"] = {"n": len(cases), "correct": sum(g == c.expected for g, c in zip(got, cases)),
@@ -167,8 +223,9 @@ def measure_latency(detector, texts: list[str], runs: int) -> dict:  # type: ign
 
 
 def print_report(r: dict) -> None:
-    print(f"Held-out split: {r['test_size']} messages; thresholds crisis={r['thresholds']['crisis']:.4f} "
-          f"concern={r['thresholds']['concern']:.4f}\n")
+    t = r["thresholds"]
+    print(f"Held-out split: {r['test_size']} messages; thresholds crisis={t['crisis']:.4f} concern={t['concern']:.4f} "
+          f"context floor={t.get('context', t['concern']):.4f}\n")
     print(f"{'':34} {'patterns alone':>34} {'full detector':>34}")
     for key, label in (("recall_crisis", "recall (tier crisis)"), ("recall_any", "recall (crisis or concern)"),
                        ("fpr_crisis", "false-positive rate (tier crisis)"), ("fpr_any", "FPR (crisis or concern)")):
@@ -190,6 +247,9 @@ def print_report(r: dict) -> None:
     o = r["ordinary"]
     print(f"Everyday messages (bundled scenario openings, test split): FPR (crisis) {_fmt(o['fpr_crisis'])}, "
           f"FPR (crisis or concern) {_fmt(o['fpr_any'])}")
+    m = r["meeting"]
+    print(f"Meeting questions (bundled meeting openings the classifier never saw): FPR (crisis) {_fmt(m['fpr_crisis'])}, "
+          f"FPR (crisis or concern) {_fmt(m['fpr_any'])}")
     c = r["context"]
     print(f"\nContext cases (last three user turns): {c['correct']}/{c['n']} tiers as expected")
     o = r["output_check"]
@@ -202,6 +262,8 @@ def print_report(r: dict) -> None:
 def main(args: argparse.Namespace) -> int:
     if args.safety_command == "train":
         return train(args)
+    if args.safety_command == "thresholds":
+        return rethreshold()
     if args.latency_runs < 1:
         raise InputError("--latency-runs must be at least 1.")
     report = evaluate(args.latency_runs)

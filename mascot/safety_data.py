@@ -101,6 +101,24 @@ def load_ordinary() -> list[Example]:
             for s in load_scenarios("bundled") if s.setting == "emotional-support" and s.opening]
 
 
+def load_meeting_openings() -> list[Example]:
+    """Openings of the bundled meeting scenarios (questions about a meeting) as everyday negatives, keeping the
+    scenarios' own train/test split (the shipped classifier predates them and never saw either split)."""
+    from mascot.data import load_scenarios
+
+    return [Example(s.opening, "negative", "meeting", "test" if s.split == "test" else "train", False)
+            for s in load_scenarios("bundled") if s.setting == "meeting" and s.opening]
+
+
+def message_training_examples(untrained: Iterable[str] = ()) -> list[Example]:
+    """The message classifier's training examples, in training order: the training split of the labelled
+    messages, of the everyday scenario openings and of the meeting openings, minus the categories in
+    `untrained` (those a saved model predates)."""
+    skip = set(untrained)
+    pool = load_messages() + load_ordinary() + load_meeting_openings()
+    return [e for e in pool if e.split == "train" and e.category not in skip]
+
+
 def load_context_cases(path: Path | None = None) -> list[ContextCase]:
     """The multi-turn context cases."""
     path = path or DATA_DIR / "context_cases.txt"

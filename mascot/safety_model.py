@@ -136,17 +136,20 @@ class Fitter:
             parts = [torch.sigmoid(self._forward(layers, head, idx[i : i + 64])) for i in range(0, len(idx), 64)]
         return torch.cat(parts).numpy() if parts else np.zeros(0, np.float32)
 
-    def out_of_fold(self, train: Sequence[int], labels: Sequence[bool], folds: int) -> np.ndarray:
-        """Stratified k-fold out-of-fold probabilities for `train` (in that order)."""
+    def out_of_fold(self, train: Sequence[int], labels: Sequence[bool], folds: int):  # type: ignore[no-untyped-def]
+        """Stratified k-fold out-of-fold probabilities for `train` (in that order), and the first fold's fitted
+        model (trained exactly like the models whose scores set the thresholds)."""
         from sklearn.model_selection import StratifiedKFold
 
         y = np.array([labels[i] for i in train])
         oof = np.zeros(len(train), np.float32)
+        first = None
         for k, (fit_pos, hold_pos) in enumerate(StratifiedKFold(folds, shuffle=True, random_state=self.cfg.seed).split(np.zeros(len(y)), y)):
             fitted = self.fit([train[p] for p in fit_pos], labels)
             oof[hold_pos] = self.predict(fitted, [train[p] for p in hold_pos])
+            first = first or fitted
             log.info("fold %d/%d done", k + 1, folds)
-        return oof
+        return oof, first
 
 
 def save(name: str, fitted, meta: dict, root: Path = MODEL_DIR) -> Path:  # type: ignore[no-untyped-def]
@@ -232,6 +235,23 @@ def threshold_for_fpr(scores: np.ndarray, positive: np.ndarray, max_fpr: float) 
         raise ConfigError("No negative examples to choose a threshold from.")
     k = int(np.floor(max_fpr * len(neg) + 1e-9))  # this many negatives may score at or above it
     return float(np.nextafter(neg[k], np.float32(1.0))) if k < len(neg) else float(neg[-1])
+
+
+def message_thresholds(oof: np.ndarray, positive: np.ndarray, ordinary: np.ndarray, crisis_max_fpr: float,
+                       concern_ordinary_max_fpr: float, context_recall: float) -> dict[str, float]:
+    """The three thresholds of the message classifier, all from out-of-fold scores of the training split.
+
+    crisis: the lowest whose false-positive rate on all negatives is at most `crisis_max_fpr` (the group is
+    replaced); concern: the lowest whose false-positive rate on the everyday scenario openings (`ordinary`)
+    is at most `concern_ordinary_max_fpr` (Anchor asks about safety); context: the highest whose recall is
+    at least `context_recall`, the floor a message must reach alone before earlier turns can upgrade it."""
+    crisis = threshold_for_fpr(oof, positive, crisis_max_fpr)
+    if not ordinary.any():
+        raise ConfigError("No everyday openings among the cross-validated scores: the concern threshold needs them.")
+    keep = ordinary | positive
+    concern = min(crisis, threshold_for_fpr(oof[keep], positive[keep], concern_ordinary_max_fpr))
+    context = min(concern, choose_threshold(oof, positive, context_recall))
+    return {"crisis": crisis, "concern": concern, "context": context}
 
 
 def config_dict(cfg: FitConfig) -> dict:
