@@ -171,21 +171,26 @@ class LlamaCppBackend(Backend):
         if threads is None and self.cores > 1:
             self._calibrate_threads()
 
-    def _calibrate_threads(self, steps: int = 8) -> None:
+    def _calibrate_threads(self, steps: int = 8, budget_s: float = 0.4) -> None:
         """Pick the faster of all cores and one thread for decoding, measured here and now.
 
         On an idle machine all cores win; when other processes hold the cores, OpenMP threads wait on each
-        other at every barrier and one thread decodes faster (measured 37 vs 11 tokens/s at load 7 on 2 cores)."""
+        other at every barrier and one thread decodes faster (measured 37 vs 11 tokens/s at load 7 on 2 cores).
+        Each setting gets at most `steps` decode steps or `budget_s` seconds: under a passive OpenMP wait
+        policy on busy cores one all-cores step took about a second, and an unbounded loop cost 37 s at load."""
         bos = max(self._model.token_bos(), 0)
         with self._lock:
+            self.ll.llama_set_n_threads(self.ctx, 1, 1)  # the warm-up prefill never waits on a barrier
             self._decode([(bos, p, 0, p == 15) for p in range(16)])
             for n in (self.cores, 1, self.cores):  # the first all-cores round warms up the thread pool
                 self.ll.llama_set_n_threads(self.ctx, n, n)
                 t = time.perf_counter()
-                for _ in range(steps):
+                done = 0
+                while done < steps and (done == 0 or time.perf_counter() - t < budget_s):
                     self._decode([(bos, 16, 0, True)])
                     self.ll.llama_memory_seq_rm(self.mem, 0, 16, -1)
-                self.calibration[n] = steps / (time.perf_counter() - t)
+                    done += 1
+                self.calibration[n] = done / (time.perf_counter() - t)
             self.threads = max(self.calibration, key=self.calibration.__getitem__)
             # batches and prefill follow the same choice: under contention two threads collapsed there too
             self.ll.llama_set_n_threads(self.ctx, self.threads, self.threads)
