@@ -14,9 +14,11 @@ import pandas as pd
 
 from app.settings import Settings
 from mascot.errors import MascotError
-from mascot.train.configs import STEPS, list_recipes
+from mascot.train.configs import STEPS
+from mascot.train.recipes import list_recipes
 from mascot.train.launch import (
     TrainingJobs,
+    curve_images,
     finished_runs,
     metric_points,
     output_for,
@@ -85,6 +87,7 @@ def render_admin_tab(settings: Settings) -> None:
             run_pick = gr.Dropdown([], label="Run card", allow_custom_value=False)
             refresh_btn = gr.Button("Refresh")
         card_md = gr.Markdown()
+        curves_gallery = gr.Gallery(label="GRPO curves (run folder curves/*.png)", columns=1, height="auto")
 
     def start(rec: str, steps: float | None, out: str, only_steps: list[str], ov_text: str) -> str:
         try:
@@ -116,14 +119,15 @@ def render_admin_tab(settings: Settings) -> None:
         names = [c["path"] for c in cards]
         return run_summary_rows(cards), gr.Dropdown(choices=names, value=names[0] if names else None)
 
-    def show_card(path: str | None) -> str:
+    def show_card(path: str | None) -> tuple[str, list[str]]:
         if not path:
-            return ""
+            return "", []
         readme = Path(path) / "README.md"
-        return readme.read_text(encoding="utf-8") if readme.exists() else f"`{path}` has no README.md."
+        text = readme.read_text(encoding="utf-8") if readme.exists() else f"`{path}` has no README.md."
+        return text, curve_images(path)
 
     start_btn.click(start, [recipe, max_steps, output, only, overrides], state_md)
     stop_btn.click(stop, None, state_md)
     timer.tick(refresh, [recipe, output], [state_md, status, plot, log_box])
     refresh_btn.click(list_runs, None, [runs_table, run_pick])
-    run_pick.change(show_card, run_pick, card_md)
+    run_pick.change(show_card, run_pick, [card_md, curves_gallery])

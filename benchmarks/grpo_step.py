@@ -65,7 +65,8 @@ def run(args: argparse.Namespace) -> dict:
     from mascot.models import resolve_model
     from mascot.personas import load_pack
     from mascot.rewards import RewardContext, get_reward_funcs
-    from mascot.train.configs import build_grpo_config, load_recipe, speaker_lora_config
+    from mascot.train.configs import build_grpo_config, speaker_lora_config
+    from mascot.train.recipes import load_recipe
     from mascot.train.data import default_directive
     from mascot.train.modeling import load_tokenizer, num_layers, parameter_counts
     from mascot.prompts import speaker_messages

@@ -15,12 +15,10 @@ from mascot.train.configs import (
     Stage1Config,
     build_grpo_config,
     build_reward_config,
-    coerce,
-    list_recipes,
-    load_recipe,
     reward_lora_config,
     speaker_lora_config,
 )
+from mascot.train.recipes import coerce, list_recipes, load_recipe
 from mascot.train.progress import Manifest, ProgressLog, atomic_path, read_progress
 
 

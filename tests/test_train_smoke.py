@@ -69,7 +69,7 @@ def test_stage1_end_to_end_on_a_tiny_model(tiny_model_dir: Path, tmp_path: Path,
     from mascot.personas import load_pack
     from mascot.rewards.persona_rm import PersonaRewardModel
     from mascot.speaker import Speaker, adapter_name
-    from mascot.train.configs import load_recipe
+    from mascot.train.recipes import load_recipe
     from mascot.train.progress import read_jsonl, read_progress
     from mascot.train.stage1 import main
 
