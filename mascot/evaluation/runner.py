@@ -163,9 +163,10 @@ def run_eval(cfg: EvalConfig, backend: Backend | None = None, judge: Judge | Non
 
 
 def merge_results(dirs: list[str], output: str) -> dict[str, Any]:
-    """Combine the systems of earlier evaluations on the same scenarios (their `results.json`) into one
+    """Combine the systems of earlier evaluations of the same scenario set (their `results.json`) into one
     report with paired tests, e.g. baselines evaluated while training ran and the trained systems after.
-    A system evaluated in several folders keeps its last one."""
+    Paired tests use the scenarios both systems answered; a system evaluated in several folders keeps
+    its last one."""
     merged: dict[str, Any] | None = None
     for d in dirs:
         path = Path(d) / "results.json"
@@ -174,9 +175,11 @@ def merge_results(dirs: list[str], output: str) -> dict[str, Any]:
         res = json.loads(path.read_text(encoding="utf-8"))
         if merged is None:
             merged = {**res, "systems": {}, "merged_from": []}
-        elif res["config"]["scenarios"] != merged["config"]["scenarios"] or res["n_scenarios"] != merged["n_scenarios"]:
-            raise ConfigError(f"{path} was evaluated on {res['config']['scenarios']!r} ({res['n_scenarios']} scenarios), "
-                              f"not {merged['config']['scenarios']!r} ({merged['n_scenarios']}): merge runs on the same scenarios.")
+        elif res["config"]["scenarios"] != merged["config"]["scenarios"]:
+            raise ConfigError(f"{path} was evaluated on {res['config']['scenarios']!r}, not "
+                              f"{merged['config']['scenarios']!r}: merge evaluations of the same scenario set.")
+        else:  # e.g. a smaller --limit: tables keep their own counts, paired tests use the shared scenarios
+            merged["n_scenarios"] = min(merged["n_scenarios"], res["n_scenarios"])
         merged["systems"].update(res["systems"])
         merged["merged_from"].append(str(d))
     if merged is None:

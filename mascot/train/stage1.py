@@ -89,6 +89,8 @@ def step_generate(run: Run) -> dict[str, Any]:
     partial = run.work / "candidates.partial.jsonl"
     # a run killed mid-write leaves at most one broken last line: read_progress skips it
     done = {g["group_id"]: g for g in read_progress(partial) if "group_id" in g}
+    # a resumed run may hold out other contexts (changed max_contexts / rm_eval_fraction): re-split, by scenario
+    done = {gid: {**g, "split": "rm_eval" if g["scenario_id"] in rm_eval else "train"} for gid, g in done.items()}
     if partial.exists():
         write_jsonl(partial, list(done.values()))  # drop a broken line before appending after it
     backend = load_backend(cfg.backend, model=cfg.model, dtype=cfg.dtype)
