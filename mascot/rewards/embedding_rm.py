@@ -4,8 +4,13 @@ The 135M LLM reward model (`rm_kind: llm`, the paper's design and the `paper-gpu
 chance when trained on a few hundred CPU-sized pairs. This kind (`rm_kind: embedding`) scores
 `(persona card, conversation, reply)` from frozen all-MiniLM-L6-v2 embeddings:
 
-    x = [r, r*p, r*c, r-p]        r, p, c = unit embeddings of reply, persona card, conversation
-    r_phi = MLP(x)                 one hidden layer, trained with the Bradley-Terry loss
+    x = [10 cos(r,p), 10 cos(r,c), r*p]    r, p, c = unit embeddings of reply, persona card, conversation
+    r_phi = w . x + b                      (or an MLP with `hidden` units), Bradley-Terry loss
+
+The explicit cosines carry the two signals that generalise from a few hundred pairs (fit to the
+persona, relevance to the conversation); `r*p` lets the head weight the persona's own directions.
+A larger feature set ([r, r*p, r*c, r-p]) with a 64-unit MLP reached 0.48-0.56 held-out accuracy on the
+tiny-cpu pairs (train 0.9+: it memorised replies), hence this compact linear form.
 
 It reads the same `rm_prompt(...)` text as the LLM reward model (the persona and the conversation are
 split back out of it), so pairs, GRPO rewards and accuracy code are shared by both kinds. Training
@@ -41,9 +46,23 @@ def split_rm_prompt(prompt: str) -> tuple[str, str]:
 
 
 def _head(dim: int, hidden: int) -> Any:
+    """The scoring head over `feature_size(dim)` features: linear when hidden == 0, else a 1-layer MLP."""
     import torch
 
-    return torch.nn.Sequential(torch.nn.Linear(4 * dim, hidden), torch.nn.Tanh(), torch.nn.Linear(hidden, 1))
+    if hidden <= 0:
+        return torch.nn.Linear(feature_size(dim), 1)
+    return torch.nn.Sequential(torch.nn.Linear(feature_size(dim), hidden), torch.nn.Tanh(), torch.nn.Linear(hidden, 1))
+
+
+def feature_size(dim: int) -> int:
+    return dim + 2
+
+
+def make_features(r: np.ndarray, p: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """[10 cos(r,p), 10 cos(r,c), r*p] for unit vectors (the cosines scaled to the range of r*p sums)."""
+    cos_p = (r * p).sum(axis=1, keepdims=True) * 10.0
+    cos_c = (r * c).sum(axis=1, keepdims=True) * 10.0
+    return np.concatenate([cos_p, cos_c, r * p], axis=1).astype(np.float32)
 
 
 class EmbeddingRewardModel:
@@ -72,7 +91,7 @@ class EmbeddingRewardModel:
         r = self.embedder.encode(list(responses))
         p = self.embedder.encode([a for a, _ in parts])
         c = self.embedder.encode([b[-1000:] for _, b in parts])
-        return torch.from_numpy(np.concatenate([r, r * p, r * c, r - p], axis=1).astype(np.float32))
+        return torch.from_numpy(make_features(r, p, c))
 
     def score_features(self, x: Any) -> list[float]:
         import torch
@@ -143,7 +162,7 @@ def _bt_fit(xc: Any, xr: Any, lr: float, weight_decay: float, epochs: int, hidde
     import torch
 
     torch.manual_seed(seed)
-    head = _head(xc.shape[1] // 4, hidden)
+    head = _head(xc.shape[1] - 2, hidden)
     opt = torch.optim.AdamW(head.parameters(), lr=lr, weight_decay=weight_decay)
     gen = torch.Generator().manual_seed(seed)
     losses = []
@@ -178,7 +197,7 @@ def train_embedding_rm(train_pairs: list[dict[str, Any]], *, lrs: Sequence[float
     if not train_pairs:
         raise ConfigError("No training pairs for the embedding reward model: lower --delta or add contexts.")
     t0 = time.time()
-    probe = EmbeddingRewardModel(_head(1, 1), embedder)
+    probe = EmbeddingRewardModel(_head(1, 0), embedder)
     xc = probe.features([p["prompt"] for p in train_pairs], [p["chosen"] for p in train_pairs])
     xr = probe.features([p["prompt"] for p in train_pairs], [p["rejected"] for p in train_pairs])
     # validation split by scenario (whole contexts), like the held-out split
@@ -196,7 +215,7 @@ def train_embedding_rm(train_pairs: list[dict[str, Any]], *, lrs: Sequence[float
     head, losses = _bt_fit(xc, xr, best["lr"], best["weight_decay"], epochs, hidden, seed)
     with torch.inference_mode():
         train_scores = torch.cat([head(xc), head(xr)])[:, 0]
-    meta = {"dim": int(xc.shape[1] // 4), "hidden": hidden, "lr": best["lr"], "weight_decay": best["weight_decay"],
+    meta = {"dim": int(xc.shape[1] - 2), "hidden": hidden, "features": "10cos(r,p), 10cos(r,c), r*p", "lr": best["lr"], "weight_decay": best["weight_decay"],
             "epochs": epochs, "score_mean": float(train_scores.mean()), "score_std": float(train_scores.std()),
             "embedding_model": "all-MiniLM-L6-v2"}
     model = EmbeddingRewardModel(head, embedder, meta)

@@ -113,6 +113,14 @@ class Stage1Config:
         metadata={"help": "Put LoRA on the last N transformer layers only (None = all). Backward then stops at "
                   "those layers, which roughly halves CPU step time; the paper recipe uses all layers."},
     )
+    cross_persona_rejected: int = field(
+        default=1, metadata={"help": "Cross-persona negatives: replies of each other persona per chosen reply (closest in length first)."}
+    )
+    cross_persona_margin: float | None = field(
+        default=None,
+        metadata={"help": "Keep a cross-persona pair only if the judge rates the chosen reply more consistent with the "
+                  "persona than the rejected one (judged as that persona) by at least this much (None = keep all)."},
+    )
     rm_kind: str = field(
         default="llm",
         metadata={"help": "Reward model kind: llm (sequence-classification LoRA on the base model, the paper's) or "
@@ -140,6 +148,11 @@ class Stage1Config:
         default="group",
         metadata={"help": "persona_rm reward scaling: group (z-scored within each GRPO group, the paper's) or global "
                   "(standardised by the RM's training-score mean/std, so the logged reward mean can rise)."},
+    )
+    grpo_init_adapters: str | None = field(
+        default=None,
+        metadata={"help": "Start GRPO from saved adapters (<dir>/<persona key>/, e.g. a run's sft/ folder) instead of a "
+                  "warm start or a fresh LoRA: how the GRPO lr/beta sweep reuses one warm start."},
     )
     sft_save: bool = field(
         default=True, metadata={"help": "Save each warm-start adapter to <output>/sft/<persona>/ (the SFT-only ablation)."}

@@ -121,12 +121,12 @@ def build_pairs(groups: Sequence[dict[str, Any]], delta: float = 0.5, max_pairs_
     return rows, stats
 
 
-def cross_persona_pairs(groups: Sequence[dict[str, Any]], per_group: int = 1, min_words: int = 3
-                        ) -> list[dict[str, Any]]:
+def cross_persona_pairs(groups: Sequence[dict[str, Any]], per_group: int = 1, min_words: int = 3,
+                        rejected_per_persona: int = 1) -> list[dict[str, Any]]:
     """Cross-persona negatives: for the group (scenario, persona P), P's best replies are *chosen* and
     another persona's reply to the same scenario is *rejected* (it is fluent and on topic, but in the
-    wrong voice). The rejected reply is the one of that persona closest in length to the chosen one, so
-    the pair separates persona fit from length and generic fluency.
+    wrong voice). The rejected replies are that persona's `rejected_per_persona` replies closest in length
+    to the chosen one, so the pair separates persona fit from length and generic fluency.
 
     Groups need `scenario_id`, `persona`, `candidates`, `scores` (None = invalid) and may carry
     `criteria` (the chosen replies are ranked by their `consistency`, then the aggregate), `rm_prompt`,
@@ -154,14 +154,29 @@ def cross_persona_pairs(groups: Sequence[dict[str, Any]], per_group: int = 1, mi
                     cands = [j for j in usable(other) if other["candidates"][j].strip() != chosen.strip()]
                     if not cands:
                         continue
-                    j = min(cands, key=lambda j: (abs(len(other["candidates"][j].split()) - len(chosen.split())), j))
-                    rows.append({
-                        "prompt": g.get("rm_prompt", ""), "chosen": chosen, "rejected": other["candidates"][j],
-                        "score_chosen": g["scores"][i], "score_rejected": other["scores"][j], "gap": None,
-                        "group_id": g.get("group_id"), "persona": g["persona"], "rejected_persona": other["persona"],
-                        "split": g.get("split", "train"), "source": "cross_persona",
-                    })
+                    by_length = sorted(cands, key=lambda j: (abs(len(other["candidates"][j].split()) - len(chosen.split())), j))
+                    for j in by_length[:rejected_per_persona]:
+                        rows.append({
+                            "prompt": g.get("rm_prompt", ""), "chosen": chosen, "rejected": other["candidates"][j],
+                            "consistency_chosen": (crit[i] or {}).get("consistency"),
+                            "score_chosen": g["scores"][i], "score_rejected": other["scores"][j], "gap": None,
+                            "group_id": g.get("group_id"), "persona": g["persona"], "rejected_persona": other["persona"],
+                            "split": g.get("split", "train"), "source": "cross_persona",
+                        })
     return rows
+
+
+def keep_persona_separated(rows: Sequence[dict[str, Any]], margin: float) -> list[dict[str, Any]]:
+    """Cross-persona pairs the judge agrees with: the chosen reply's consistency with the persona exceeds
+    the rejected reply's consistency *judged as that persona* (`consistency_rejected`) by >= margin.
+    A small model often ignores its persona card, so another persona's reply may fit this persona just as
+    well; such pairs teach the reward model noise and are dropped."""
+    out = []
+    for r in rows:
+        c, x = r.get("consistency_chosen"), r.get("consistency_rejected")
+        if c is not None and x is not None and c - x + EPS >= margin:
+            out.append({**r, "gap": round(c - x, 6)})
+    return out
 
 
 def load_extra_pairs(path: str | Path) -> list[dict[str, Any]]:

@@ -144,6 +144,17 @@ def warm_start(cfg: Stage1Config, name: str, rows: list[dict[str, Any]], model: 
     return peft_model, metrics
 
 
+def _load_trainable_adapter(cfg: Stage1Config, adapter_dir: Path) -> Any:
+    """The base model with a saved LoRA adapter, trainable, for GRPO to continue."""
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+
+    if not (adapter_dir / "adapter_config.json").exists():
+        raise ConfigError(f"grpo_init_adapters: no adapter at {adapter_dir} (expected <dir>/<persona key>/adapter_config.json).")
+    base = AutoModelForCausalLM.from_pretrained(resolve_model(cfg.model), dtype=cfg.train_dtype, local_files_only=True)
+    return PeftModel.from_pretrained(base, str(adapter_dir), is_trainable=True)
+
+
 def train_speaker(cfg: Stage1Config, name: str, rows: list[dict[str, Any]], reward_ctx: RewardContext,
                   targets: list[Path], work_dir: Path, log: ProgressLog, *, model: Any = None, tokenizer: Any = None,
                   sft_rows: list[dict[str, Any]] | None = None, sft_targets: list[Path] | None = None,
@@ -160,7 +171,10 @@ def train_speaker(cfg: Stage1Config, name: str, rows: list[dict[str, Any]], rewa
     tokenizer = tokenizer or load_tokenizer(cfg.model, padding_side="left")
     model = model if model is not None else resolve_model(cfg.model)  # TRL loads it (ZeRO-3 aware)
     sft_metrics = None
-    if sft_rows:
+    if cfg.grpo_init_adapters and not sft_rows:
+        model = _load_trainable_adapter(cfg, Path(cfg.grpo_init_adapters) / name)
+        sft_metrics = {"init_from": str(Path(cfg.grpo_init_adapters) / name)}
+    elif sft_rows:
         model, sft_metrics = warm_start(cfg, name, sft_rows, model, tokenizer, work_dir / "sft", log, sft_targets)
         tokenizer.padding_side = "left"
     args = build_grpo_config(cfg, work_dir, max_steps=cfg.max_steps, model_is_path=isinstance(model, str))

@@ -167,15 +167,39 @@ def step_pairs(run: Run) -> dict[str, Any]:
     cfg = run.cfg
     judged = read_jsonl(_need(run, "judge", "judged.jsonl"))
     pairs, stats = build_pairs(judged, cfg.delta, cfg.max_pairs_per_group, cfg.pair_criteria, cfg.pair_max_length_ratio)
-    cross = cross_persona_pairs(judged, cfg.cross_persona_pairs) if cfg.cross_persona_pairs else []
+    cross = cross_persona_pairs(judged, cfg.cross_persona_pairs, rejected_per_persona=cfg.cross_persona_rejected) \
+        if cfg.cross_persona_pairs else []
+    cross_all = len(cross)
+    if cross and cfg.cross_persona_margin is not None:
+        cross = _judge_cross_pairs(run, cross)
     extra = [row for path in cfg.extra_pairs for row in load_extra_pairs(path)]
     write_jsonl(run.work / "pairs.jsonl", pairs + cross + extra)
     by_split = {s: sum(1 for p in pairs + cross if p["split"] == s) for s in ("train", "rm_eval")}
     by_source = {src: {s: sum(1 for p in rows if p["split"] == s) for s in ("train", "rm_eval")}
                  for src, rows in (("judge", pairs), ("cross_persona", cross))}
-    return {**stats.as_dict(), "judge_pairs": len(pairs), "cross_persona_pairs": len(cross), "delta": cfg.delta,
+    return {**stats.as_dict(), "judge_pairs": len(pairs), "cross_persona_pairs": len(cross),
+            "cross_persona_candidates": cross_all, "cross_persona_margin": cfg.cross_persona_margin, "delta": cfg.delta,
             "pair_criteria": list(cfg.pair_criteria), "extra_pairs": len(extra), "by_split": by_split,
             "by_source": by_source}
+
+
+def _judge_cross_pairs(run: Run, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Judge each cross-persona negative *as the persona it is rejected for* (same context), then keep the
+    pairs whose consistency margin reaches `cross_persona_margin`."""
+    from mascot.dialogue import Dialogue
+    from mascot.judges import JudgeItem, load_judge
+    from mascot.train.pairs import keep_persona_separated
+
+    cfg = run.cfg
+    contexts = {g["group_id"]: g["context"] for g in read_jsonl(_need(run, "generate", "candidates.jsonl"))}
+    judge = load_judge(cfg.judge, **cfg.judge_kwargs)
+    items = [JudgeItem(run.by_name[r["persona"]], run.roster, Dialogue.from_dict(contexts[r["group_id"]]), r["rejected"],
+                       run.pack.setting) for r in rows]
+    verdicts = []
+    for start in range(0, len(items), cfg.judge_batch_size):
+        verdicts += judge.score_batch(items[start : start + cfg.judge_batch_size])
+    scored = [{**r, "consistency_rejected": v.scores.get("consistency") if v.valid else None} for r, v in zip(rows, verdicts)]
+    return keep_persona_separated(scored, cfg.cross_persona_margin)
 
 
 def step_reward_model(run: Run) -> dict[str, Any]:
