@@ -150,3 +150,20 @@ def test_pair_guards_keep_persona_fit_and_length_in_check() -> None:
     assert st.guarded == 1 and st.pairs == 2
     lengthy, st2 = build_pairs([g], delta=0.5, max_length_ratio=1.5)
     assert all(len(p["chosen"].split()) <= 1.5 * len(p["rejected"].split()) for p in lengthy) and st2.guarded == 1
+
+
+def test_cross_persona_pairs_keep_only_what_the_judge_separates() -> None:
+    from mascot.train.pairs import cross_persona_pairs, keep_persona_separated
+
+    groups = [_judged("s1", "Anchor", ["I hear how heavy this is for you.", "That sounds so hard to carry."], [3.0, 4.0],
+                      consistency=[5.0, 2.0]),
+              _judged("s1", "Beacon", ["You already showed real courage here today.", "You are stronger than you know."],
+                      [4.0, 3.0], consistency=[4.0, 4.0])]
+    rows = cross_persona_pairs(groups, per_group=1, rejected_per_persona=2)
+    assert len(rows) == 4 and sum(r["persona"] == "Anchor" for r in rows) == 2  # both Beacon replies for Anchor
+    anchor = [r for r in rows if r["persona"] == "Anchor"]
+    assert all(r["consistency_chosen"] == 5.0 for r in anchor)
+    # the rejected replies judged *as Anchor*: one clearly off-voice (kept), one that fits Anchor too (dropped)
+    scored = [{**anchor[0], "consistency_rejected": 2.0}, {**anchor[1], "consistency_rejected": 4.75}, {**anchor[1]}]
+    kept = keep_persona_separated(scored, margin=0.5)
+    assert len(kept) == 1 and kept[0]["gap"] == 3.0

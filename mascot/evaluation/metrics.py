@@ -154,4 +154,5 @@ def paired_test(a: dict[str, float], b: dict[str, float]) -> dict[str, float | i
     p = None
     if len(keys) >= 2 and np.any(diffs != 0):
         p = float(wilcoxon(diffs, zero_method="wilcox", alternative="two-sided").pvalue)
-    return {"n": len(keys), "mean_diff": round(float(diffs.mean()), 3), "p": None if p is None else round(p, 5)}
+    return {"n": len(keys), "mean_diff": round(float(diffs.mean()), 3), "p": None if p is None else round(p, 5),
+            "mean_a": round(float(np.mean([a[k] for k in keys])), 3), "mean_b": round(float(np.mean([b[k] for k in keys])), 3)}

@@ -156,8 +156,8 @@ def markdown(results: dict[str, Any]) -> str:
     paired = results.get("paired") or {}
     if paired:
         lines += ["", "## Paired tests over scenarios", "",
-                  "Mean per-scenario difference (first − second system, 0–100) and the two-sided Wilcoxon "
-                  "signed-rank p-value.", "",
+                  "Means of both systems on the scenarios both answered, the mean per-scenario difference (first − "
+                  "second, 0–100) and the two-sided Wilcoxon signed-rank p-value.", "",
                   "| Comparison | n | " + " | ".join(f"Δ {COLUMNS[c]} (p)" for c in PAIRED_COLUMNS) + " |",
                   "|---|---|" + "---|" * len(PAIRED_COLUMNS)]
         for key, cols in paired.items():
@@ -168,7 +168,8 @@ def markdown(results: dict[str, Any]) -> str:
             for c in PAIRED_COLUMNS:
                 t = cols.get(c) or {}
                 cells.append("–" if t.get("mean_diff") is None else
-                             f"{t['mean_diff']:+.1f} ({'–' if t.get('p') is None else format(t['p'], '.3g')})")
+                             f"{t.get('mean_a', float('nan')):.1f} vs {t.get('mean_b', float('nan')):.1f}: "
+                             f"{t['mean_diff']:+.1f} (p {'–' if t.get('p') is None else format(t['p'], '.3g')})")
             lines.append(f"| {label} | {n} | " + " | ".join(cells) + " |")
     notes = [f"- {s['label']}: skipped: {s['reason']}" for s in systems.values() if s["status"] == "skipped"]
     notes += [f"- {s['label']}: {n}" for s in ran.values() for n in s.get("notes", [])]

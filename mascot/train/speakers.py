@@ -33,7 +33,7 @@ def curve_summary(history: list[dict[str, Any]], window: int = 10) -> dict[str, 
     for key in CURVE_KEYS:
         vals = [float(h[key]) for h in rows if key in h and h[key] is not None]
         if vals:
-            w = min(window, len(vals))
+            w = max(1, min(window, len(vals) // 2)) if len(vals) > 1 else 1  # first and last windows never overlap
             out[key] = {"first": round(sum(vals[:w]) / w, 4), "last": round(sum(vals[-w:]) / w, 4), "n": len(vals),
                         "window": w, "final": round(vals[-1], 4)}
     return out
