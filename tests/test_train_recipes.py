@@ -28,7 +28,7 @@ def test_bundled_recipes_load() -> None:
     assert tiny.model == "embedded" and tiny.judge == "offline" and tiny.k == 3 and tiny.delta == 0.5
     assert tiny.rewards == ["persona_rm", "format"] and tiny.reward_weights == [1.0, 0.5]
     assert tiny.rm_kind == "embedding" and tiny.rm_reward_norm == "global" and tiny.format_graded
-    assert tiny.cross_persona_pairs > 0 and tiny.cross_persona_margin == 0.5 and tiny.grpo["max_steps"] == 20
+    assert tiny.cross_persona_pairs > 0 and tiny.cross_persona_margin == 0.5 and tiny.grpo["max_steps"] == 12
     assert tiny.sft_warm_start and tiny.sft_criterion is None and tiny.sft_trim and tiny.sft["num_train_epochs"] == 1
     paper = load_recipe("paper-gpu")
     assert paper.rm_kind == "llm" and paper.rm_reward_norm == "group"  # the paper's reward model and scaling
