@@ -8,18 +8,23 @@ runs folder (`mascot.safe_paths`).
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 from pathlib import Path
 from typing import Any
 
 import gradio as gr
 import pandas as pd
 
+from app.security import admin_files
 from app.settings import Settings
 from mascot.errors import MascotError
 from mascot.safe_paths import resolve_inside
-from mascot.train.configs import STEPS, list_recipes
+from mascot.train.configs import STEPS
+from mascot.train.recipes import list_recipes
 from mascot.train.launch import (
     TrainingJobs,
+    curve_images,
     finished_runs,
     metric_points,
     output_for,
@@ -81,6 +86,15 @@ def follow_dir(jobs: TrainingJobs, recipe: str, output: str, settings: Settings 
         return None
 
 
+def servable_copies(paths: list[str]) -> list[str]:
+    """Copies of run files in the admin app's private folder: checkpoints and runs are blocked paths for
+    every app (Gradio refuses to serve them), so charts are shown from copies only /admin serves."""
+    if not paths:
+        return []
+    out = Path(tempfile.mkdtemp(dir=admin_files().exports, prefix="curves-"))
+    return [str(shutil.copy2(p, out / Path(p).name)) for p in paths]
+
+
 def render_admin_tab(settings: Settings) -> None:
     jobs = TrainingJobs(checkpoints_dir=settings.checkpoints_dir)
     recipes = list_recipes()
@@ -112,6 +126,7 @@ def render_admin_tab(settings: Settings) -> None:
             run_pick = gr.Dropdown([], label="Run card", allow_custom_value=False)
             refresh_btn = gr.Button("Refresh")
         card_md = gr.Markdown()
+        curves_gallery = gr.Gallery(label="GRPO curves (run folder curves/*.png)", columns=1, height="auto")
 
     def start(rec: str, steps: float | None, out: str, only_steps: list[str], ov_text: str) -> str:
         try:
@@ -146,17 +161,19 @@ def render_admin_tab(settings: Settings) -> None:
         names = [c["path"] for c in cards]
         return run_summary_rows(cards), gr.Dropdown(choices=names, value=names[0] if names else None)
 
-    def show_card(path: str | None) -> str:
+    def show_card(path: str | None) -> tuple[str, list[str]]:
         if not path:
-            return ""
+            return "", []
         try:
-            readme = resolve_inside(path, run_roots(settings), what="run folder") / "README.md"
+            folder = resolve_inside(path, run_roots(settings), what="run folder")
         except MascotError as exc:
             raise gr.Error(str(exc)) from exc
-        return readme.read_text(encoding="utf-8") if readme.exists() else f"`{path}` has no README.md."
+        readme = folder / "README.md"
+        text = readme.read_text(encoding="utf-8") if readme.exists() else f"`{path}` has no README.md."
+        return text, servable_copies(curve_images(str(folder)))
 
     start_btn.click(start, [recipe, max_steps, output, only, overrides], state_md)
     stop_btn.click(stop, None, state_md)
     timer.tick(refresh, [recipe, output], [state_md, status, plot, log_box])
     refresh_btn.click(list_runs, None, [runs_table, run_pick])
-    run_pick.change(show_card, run_pick, card_md)
+    run_pick.change(show_card, run_pick, [card_md, curves_gallery])

@@ -48,8 +48,10 @@ def build_reward_model(cfg, rm_dir: Path | None):
     from mascot.train.configs import reward_lora_config
     from mascot.train.modeling import load_seq_cls, load_tokenizer, num_layers
 
-    if rm_dir is not None and (rm_dir / "adapter_config.json").exists():
-        return PersonaRewardModel.load(cfg.model, rm_dir, dtype=cfg.train_dtype, batch_size=cfg.rm_batch_size), str(rm_dir)
+    from mascot.rewards.embedding_rm import is_embedding_rm, load_reward_model
+
+    if rm_dir is not None and ((rm_dir / "adapter_config.json").exists() or is_embedding_rm(rm_dir)):
+        return load_reward_model(cfg.model, rm_dir, dtype=cfg.train_dtype, batch_size=cfg.rm_batch_size), str(rm_dir)
     tok = load_tokenizer(cfg.model, padding_side="right")
     model = load_seq_cls(cfg.model, cfg.train_dtype, tok.pad_token_id)
     model = get_peft_model(model, reward_lora_config(cfg, num_layers(model)))
@@ -65,7 +67,8 @@ def run(args: argparse.Namespace) -> dict:
     from mascot.models import resolve_model
     from mascot.personas import load_pack
     from mascot.rewards import RewardContext, get_reward_funcs
-    from mascot.train.configs import build_grpo_config, load_recipe, speaker_lora_config
+    from mascot.train.configs import build_grpo_config, speaker_lora_config
+    from mascot.train.recipes import load_recipe
     from mascot.train.data import default_directive
     from mascot.train.modeling import load_tokenizer, num_layers, parameter_counts
     from mascot.prompts import speaker_messages

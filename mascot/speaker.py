@@ -13,6 +13,75 @@ from mascot.prompts import speaker_messages, strip_reasoning
 
 MAX_REPLY_CHARS = 600
 META_PATTERNS = (r"\bas an ai\b", r"\bas a language model\b", r"\bi am an ai\b", r"\bi'm an ai\b")
+# A finished utterance ends in sentence punctuation, a closing quote/bracket, or an emoji.
+_FINISHED = re.compile(r"""([.!?…]["'”’)\]]*|[\U0001F300-\U0001FAFF\u2600-\u27BF]\ufe0f?|:\)|:-\))\s*$""")
+# A sentence end inside a text: punctuation (+ closing quotes) followed by whitespace.
+_SENTENCE_END = re.compile(r"""(?:[.!?…]["'”’)\]]*|[\U0001F300-\U0001FAFF\u2600-\u27BF]\ufe0f?)(?=\s)""")
+_CLAUSE_END = re.compile(r"[,;:—–-](?=\s)")
+_WORD = re.compile(r"[A-Za-z0-9À-ÿ']+")
+# Words that cannot end a sentence: a clause cut after them reads as cut off.
+_DANGLING = {"and", "but", "or", "so", "because", "the", "a", "an", "to", "of", "in", "on", "for", "with", "that",
+             "which", "who", "when", "if", "as", "at", "by", "from", "my", "your", "our", "their", "is", "are", "was",
+             "i", "just", "like", "about", "than", "then", "into", "not"}
+
+
+def is_finished(text: str) -> bool:
+    """True if the text ends like a finished utterance (sentence punctuation, closing quote, emoji)."""
+    return bool(_FINISHED.search(text.strip()))
+
+
+def count_words(text: str) -> int:
+    return len(_WORD.findall(text))
+
+
+def trim_to_sentence(text: str, min_words: int = 5) -> str:
+    """Cut a reply that stops mid-sentence (token budget) back to its last finished sentence, if that
+    leaves at least `min_words` words; otherwise return it unchanged.
+
+    >>> trim_to_sentence("That sounds hard. It makes sense you feel tired, and when the")
+    'That sounds hard. It makes sense you feel tired, and when the'
+    >>> trim_to_sentence("That sounds really hard for you. It makes sense that you feel")
+    'That sounds really hard for you.'
+    """
+    t = text.strip()
+    if is_finished(t):
+        return t
+    ends = [m.end() for m in _SENTENCE_END.finditer(t)]
+    if ends and count_words(t[: ends[-1]]) >= min_words:
+        return t[: ends[-1]].strip()
+    return t
+
+
+def finish_sentence(text: str, min_words: int = 3) -> str:
+    """A reply that never stops mid-sentence, for everything a user, judge or reward model sees.
+
+    Finished text is returned as is; otherwise it is cut back to its last finished sentence (when that
+    keeps `min_words` words), else to its last clause boundary with a full stop, else (one unfinished
+    clause) trailing dangling words are dropped and a full stop is added.
+
+    >>> finish_sentence("I hear you. That must have been so hard, and when the")
+    'I hear you.'
+    >>> finish_sentence("That must have been so hard for you, and when the")
+    'That must have been so hard for you.'
+    >>> finish_sentence("You handled that with real courage and")
+    'You handled that with real courage.'
+    """
+    t = text.strip()
+    if not t or is_finished(t):
+        return t
+    trimmed = trim_to_sentence(t, min_words)
+    if trimmed != t:
+        return trimmed
+    clauses = [m.start() for m in _CLAUSE_END.finditer(t)]
+    if clauses and count_words(t[: clauses[-1]]) >= min_words:
+        head = t[: clauses[-1]].rstrip()
+    else:
+        head = t.rstrip(" ,;:—–-")
+    words = head.split()
+    while len(words) > 1 and re.sub(r"[^a-z']", "", words[-1].lower()) in _DANGLING:
+        words.pop()
+    head = " ".join(words).rstrip(" ,;:—–-")
+    return head + "." if head else t
 
 
 def adapter_name(persona: Persona) -> str:
@@ -25,9 +94,13 @@ def _tag_pattern(names: list[str]) -> str:
     return rf"(?:\*\*|__)?(?:{alts})(?:\s*\([^)]*\))?(?:\*\*|__)?\s*:(?:\*\*)?"
 
 
-def clean_reply(text: str, persona: Persona, roster: list[Persona], max_chars: int = MAX_REPLY_CHARS) -> str:
+def clean_reply(text: str, persona: Persona, roster: list[Persona], max_chars: int = MAX_REPLY_CHARS,
+                finish: bool = True) -> str:
     """Make raw model output one in-character message: drop reasoning and leading speaker tags,
-    cut where it starts speaking as someone else, and bound the length at a sentence end."""
+    cut where it starts speaking as someone else, and bound the length at a sentence end. With
+    `finish` (the default: chat, training and evaluation all see this) a reply cut by the token budget
+    is trimmed to its last complete sentence (`finish_sentence`); streaming passes `finish=False` for
+    the partial text shown while tokens arrive."""
     text = strip_reasoning(text)
     own = [persona.name, persona.role, *persona.aliases, "Assistant"]
     text = re.sub(rf"^\s*{_tag_pattern(own)}\s*", "", text, flags=re.I)
@@ -41,8 +114,8 @@ def clean_reply(text: str, persona: Persona, roster: list[Persona], max_chars: i
     if len(text) > max_chars:
         cut = text[:max_chars]
         end = max(cut.rfind(". "), cut.rfind("! "), cut.rfind("? "), cut.rfind(".\n"))
-        text = cut[: end + 1] if end > max_chars // 3 else cut.rstrip() + "…"
-    return text
+        text = cut[: end + 1] if end > max_chars // 3 else cut.rstrip()
+    return finish_sentence(text) if finish else text
 
 
 def has_meta_talk(text: str) -> bool:
@@ -82,7 +155,8 @@ class Speaker:
         raw = ""
         for delta in self.backend.stream(msgs, self.params.with_(seed=seed), adapter=self.adapter_for(persona)):
             raw += delta
-            yield clean_reply(raw, persona, roster)
+            yield clean_reply(raw, persona, roster, finish=False)
+        yield clean_reply(raw, persona, roster)  # the final text ends at a sentence boundary
 
     def reply_batch(
         self,

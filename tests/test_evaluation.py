@@ -211,3 +211,51 @@ def test_eval_on_the_embedded_model(tmp_path: Path, tiny_scenarios: Path, backen
         assert 0 <= s["table"]["all"][OVERALL]["overall"]["mean"] <= 100
     rounds = [json.loads(x) for x in Path(results["outputs"]["rounds"]).read_text().splitlines()]
     assert all(t["text"].strip() for r in rounds for t in r["turns"])
+
+
+def test_persona_identifiability_separable_and_shuffled() -> None:
+    from mascot.evaluation.metrics import persona_identifiability
+
+    rng = np.random.default_rng(0)
+    personas = ["Anchor", "Catalyst", "Beacon"]
+    centres = np.eye(3, 16) * 3.0
+    scen, who, vecs = [], [], []
+    for s in range(40):
+        for k, p in enumerate(personas):
+            scen.append(f"s{s}")
+            who.append(p)
+            v = centres[k] + rng.normal(scale=0.3, size=16)
+            vecs.append(v / np.linalg.norm(v))
+    vecs = np.array(vecs)
+    sep = persona_identifiability(scen, who, vecs)
+    assert sep["accuracy"] == 1.0 and sep["n"] == 120 and sep["chance"] == pytest.approx(1 / 3)
+    # the same texts with persona labels shuffled: nothing to learn, accuracy near chance
+    accs = [persona_identifiability(scen, list(rng.permutation(who)), vecs)["accuracy"] for _ in range(20)]
+    assert abs(float(np.mean(accs)) - 1 / 3) < 0.08
+    assert persona_identifiability(["s1"], ["A"], vecs[:1])["accuracy"] is None
+
+
+def test_paired_test_and_merge(tmp_path: Path) -> None:
+    import json
+
+    from mascot.evaluation.metrics import paired_test
+    from mascot.evaluation.runner import merge_results
+
+    a = {f"s{i}": 50.0 + i % 3 + 2 for i in range(20)}
+    b = {f"s{i}": 50.0 + i % 3 for i in range(20)}
+    t = paired_test(a, b)
+    assert t["n"] == 20 and t["mean_diff"] == 2.0 and t["p"] < 0.001
+    assert paired_test(a, a)["p"] is None and paired_test({}, b)["n"] == 0
+    base = {"config": {"scenarios": "x", "pack": "emotional-support"}, "n_scenarios": 20, "judge": "j", "mapping": "linear",
+            "personas": ["Anchor"], "backend": "m"}
+    for name, scores in (("one", a), ("two", b)):
+        d = tmp_path / name
+        d.mkdir()
+        entry = {"label": name, "status": "ok", "notes": [], "invalid": 0, "table": {}, "diversity": {},
+                 "identifiability": {"accuracy": 0.5, "n": 20, "chance": 0.5},
+                 "per_scenario": {k: {"overall": v, "consistency": v, "relevance": v} for k, v in scores.items()}}
+        (d / "results.json").write_text(json.dumps({**base, "systems": {name: entry}}))
+    merged = merge_results([str(tmp_path / "one"), str(tmp_path / "two")], str(tmp_path / "out"))
+    assert merged["paired"]["one vs two"]["overall"]["mean_diff"] == 2.0
+    text = (tmp_path / "out" / "results.md").read_text()
+    assert "Paired tests" in text and "identifiability" in text

@@ -88,7 +88,7 @@ def test_persona_rm_reward_z_scores_per_prompt_and_cleans(es_pack: PersonaPack) 
     out = f([conv("one two"), conv("Anchor: one two three four"), conv("x"), conv("x y z")],
             rm_prompt=["p1", "p1", "p2", "p2"], persona=["Anchor"] * 4, log_metric=logged.__setitem__)
     assert out == pytest.approx([-1.0, 1.0, -1.0, 1.0])
-    assert rm.seen[1][1] == "one two three four"  # the chat's clean_reply strips the own-name tag first
+    assert rm.seen[1][1] == "one two three four."  # the chat's clean_reply strips the own-name tag and finishes the sentence
     assert logged["persona_rm/raw_mean"] == pytest.approx((2 + 4 + 1 + 3) / 4)
     assert f.__name__ == "persona_rm"
 
@@ -133,7 +133,7 @@ def test_judge_reward_is_z_scored_per_group_and_skips_invalid(es_pack: PersonaPa
 
     class _Judge:
         def score_batch(self, items):  # aggregate = number of words, capped at 5; "bad" -> invalid
-            return [Verdict.invalid("x") if it.response == "bad" else
+            return [Verdict.invalid("x") if it.response.rstrip(".") == "bad" else
                     Verdict({k: float(min(5, len(it.response.split()))) for k in CRITERIA}, True) for it in items]
 
     ctx = RewardContext(personas=es_pack.active, roster=es_pack.active, judge=_Judge())

@@ -32,3 +32,88 @@ def test_speaker_prompt_attributes_turns_and_includes_directive(es_pack):
     assert "User: I failed.\nAnchor: That hurts." in user and "Situation: driving test" in user
     plain = speaker_messages(es_pack.get("Catalyst"), es_pack.active, d, style="no-persona")
     assert "Catalyst" not in plain[0]["content"]
+
+
+# ---------------------------------------------------------------- clean endings (issue 11)
+CUT = "That sounds really exhausting for you. It makes sense that you would feel tired when the"
+
+
+def test_finish_sentence_rules():
+    from mascot.speaker import finish_sentence, is_finished
+
+    assert finish_sentence(CUT) == "That sounds really exhausting for you."
+    assert finish_sentence("I hear you.") == "I hear you."
+    assert finish_sentence("You did something brave there, and honestly I") == "You did something brave there."
+    assert finish_sentence("You handled that with real courage and") == "You handled that with real courage."
+    assert finish_sentence("What a day 🙂") == "What a day 🙂"
+    assert finish_sentence("") == ""
+    for text in (CUT, "one", "so and the", "Wait, what about the"):
+        assert is_finished(finish_sentence(text)), text
+
+
+def _assert_clean_endings(replies):
+    from mascot.speaker import is_finished
+
+    assert replies and all(is_finished(r) for r in replies if r), replies
+
+
+def test_fake_backend_replies_end_at_a_sentence_boundary(es_pack, fake_backend):
+    from mascot.speaker import Speaker
+
+    anchor, roster = es_pack.get("Anchor"), es_pack.active
+    fake_backend.enqueue(CUT, CUT)
+    sp = Speaker(fake_backend)
+    d = Dialogue([Turn(USER, "I am so tired of everything.")])
+    assert sp.reply_batch([(anchor, roster, d, None)]) == ["That sounds really exhausting for you."]
+    streamed = list(sp.stream(anchor, roster, d, None))
+    assert streamed[-1] == "That sounds really exhausting for you."  # the final streamed value is trimmed
+    assert any(s.endswith("when the") for s in streamed[:-1])  # partial text is shown untrimmed while streaming
+
+
+def test_openai_backend_replies_end_at_a_sentence_boundary(es_pack):
+    import json
+    import threading
+    from http.server import BaseHTTPRequestHandler, HTTPServer
+
+    from mascot.backends import load_backend
+    from mascot.speaker import Speaker
+
+    class _Server(BaseHTTPRequestHandler):
+        def log_message(self, *a):
+            pass
+
+        def do_POST(self):
+            self.rfile.read(int(self.headers["Content-Length"]))
+            raw = json.dumps({"choices": [{"message": {"content": CUT}, "finish_reason": "length"}],
+                              "usage": {"prompt_tokens": 3, "completion_tokens": 20}}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(raw)))
+            self.end_headers()
+            self.wfile.write(raw)
+
+    srv = HTTPServer(("127.0.0.1", 0), _Server)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        be = load_backend("openai", model="m", base_url=f"http://127.0.0.1:{srv.server_port}/v1")
+        anchor, roster = es_pack.get("Anchor"), es_pack.active
+        out = Speaker(be).reply_batch([(anchor, roster, Dialogue([Turn(USER, "hi")]), None)] * 2)
+    finally:
+        srv.shutdown()
+        srv.server_close()
+    assert out == ["That sounds really exhausting for you."] * 2
+
+
+def test_transformers_backend_replies_end_at_a_sentence_boundary(es_pack, tiny_model_dir):
+    """A tiny random model stops anywhere; every reply the speaker returns still ends a sentence."""
+    from mascot.backends.base import GenerationParams
+    from mascot.backends.hf import TransformersBackend
+    from mascot.speaker import Speaker
+
+    be = TransformersBackend(str(tiny_model_dir), dtype="float32")
+    sp = Speaker(be, GenerationParams(max_new_tokens=12, temperature=1.0, top_p=1.0))
+    roster = es_pack.active
+    items = [(p, roster, Dialogue([Turn(USER, f"message {i}")]), None) for i, p in enumerate(roster)]
+    raw = [c.text for c in be.generate([sp.messages(*it) for it in items], sp.params.with_(seed=3))]
+    assert any(r.strip() for r in raw)
+    _assert_clean_endings(sp.reply_batch(items, seed=3))

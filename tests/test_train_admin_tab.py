@@ -55,3 +55,13 @@ def test_finished_runs_and_log_tail(tmp_path: Path) -> None:
     assert rows == [["r1", "2026-01-01 00:00:00", "tiny-cpu", "offline", 24, 183, 0.6, "Anchor", 2.0]]
     (run / "train.log").write_text("a\nprogress 10%\rprogress 50%\rprogress 100%\nlast line\n")
     assert tail(run / "train.log", 2) == "progress 100%\nlast line"
+
+
+def test_curve_images_lists_a_runs_plots(tmp_path) -> None:
+    from mascot.train.launch import curve_images
+
+    assert curve_images(tmp_path) == []
+    (tmp_path / "curves").mkdir()
+    for name in ("beacon.png", "anchor.png", "anchor.tmp.png"):
+        (tmp_path / "curves" / name).write_bytes(b"png")
+    assert [p.rsplit("/", 1)[-1] for p in curve_images(tmp_path)] == ["anchor.png", "beacon.png"]

@@ -103,3 +103,67 @@ def test_warm_start_targets_rank_by_criterion(es_pack) -> None:
     judged[0]["candidates"][0] = "That sounds really hard for you. It makes sense that you"
     (row,) = sft_rows(groups, judged, by_name, es_pack.active, trim=True)
     assert row["completion"][0]["content"] == "That sounds really hard for you."
+
+
+def _judged(scenario: str, persona: str, texts: list[str], scores: list[float | None], split: str = "train",
+            consistency: list[float] | None = None) -> dict:
+    crit = [{"consistency": c} for c in consistency] if consistency else None
+    return {"group_id": f"{scenario}:{persona.lower()}", "scenario_id": scenario, "persona": persona, "split": split,
+            "candidates": texts, "scores": scores, "criteria": crit, "rm_prompt": f"prompt {scenario} {persona}"}
+
+
+def test_cross_persona_pairs_reject_other_voices_on_the_same_scenario() -> None:
+    from mascot.train.pairs import cross_persona_pairs
+
+    groups = [
+        _judged("s1", "Anchor", ["I hear how heavy this is for you.", "That sounds so hard to carry."], [3.0, 4.0],
+                consistency=[5.0, 2.0]),
+        _judged("s1", "Catalyst", ["What would you tell a friend in your place?",
+                                   "What part of this feels the most uncertain right now for you today?"], [3.5, None]),
+        _judged("s1", "Beacon", ["You already showed real courage here today.", "bad"], [4.0, 1.0]),
+        _judged("s2", "Anchor", ["Another scenario entirely, not to be mixed."], [3.0], split="rm_eval"),
+    ]
+    rows = cross_persona_pairs(groups, per_group=1)
+    anchor = [r for r in rows if r["persona"] == "Anchor"]
+    # Anchor's most consistent reply (not its best aggregate) is chosen; each other persona gives one negative
+    assert {r["rejected_persona"] for r in anchor} == {"Catalyst", "Beacon"}
+    assert all(r["chosen"] == "I hear how heavy this is for you." for r in anchor)
+    assert all(r["prompt"] == "prompt s1 Anchor" and r["source"] == "cross_persona" and r["split"] == "train" for r in anchor)
+    # invalid verdicts and too-short texts are never used; the negative is the length-matched reply
+    assert not any(r["rejected"] in ("bad",) or "uncertain" in r["rejected"] for r in rows)
+    assert next(r for r in anchor if r["rejected_persona"] == "Beacon")["rejected"] == "You already showed real courage here today."
+    # scenarios never mix: s2 has no other persona, so it forms no cross pair
+    assert not any(r["group_id"].startswith("s2") for r in rows)
+    # every persona of s1 gets negatives from the other two
+    assert len(rows) == 6 and {r["persona"] for r in rows} == {"Anchor", "Catalyst", "Beacon"}
+    assert len(cross_persona_pairs(groups, per_group=2)) == 6 + 2  # Anchor has a second usable reply; others not
+
+
+def test_pair_guards_keep_persona_fit_and_length_in_check() -> None:
+    g = _judged("s1", "Anchor", ["short one here", "a much much longer reply that goes on and on and on here",
+                                 "mid length reply here"], [4.0, 3.0, 2.0], consistency=[2.0, 4.0, 1.0])
+    plain, _ = build_pairs([g], delta=0.5)
+    assert len(plain) == 3
+    guarded, st = build_pairs([g], delta=0.5, criteria=["consistency"])
+    # 0 beats 1 on the aggregate but is less persona-consistent: dropped
+    assert [(p["chosen"][:5], p["rejected"][:5]) for p in guarded] == [("short", "mid l"), ("a muc", "mid l")]
+    assert st.guarded == 1 and st.pairs == 2
+    lengthy, st2 = build_pairs([g], delta=0.5, max_length_ratio=1.5)
+    assert all(len(p["chosen"].split()) <= 1.5 * len(p["rejected"].split()) for p in lengthy) and st2.guarded == 1
+
+
+def test_cross_persona_pairs_keep_only_what_the_judge_separates() -> None:
+    from mascot.train.pairs import cross_persona_pairs, keep_persona_separated
+
+    groups = [_judged("s1", "Anchor", ["I hear how heavy this is for you.", "That sounds so hard to carry."], [3.0, 4.0],
+                      consistency=[5.0, 2.0]),
+              _judged("s1", "Beacon", ["You already showed real courage here today.", "You are stronger than you know."],
+                      [4.0, 3.0], consistency=[4.0, 4.0])]
+    rows = cross_persona_pairs(groups, per_group=1, rejected_per_persona=2)
+    assert len(rows) == 4 and sum(r["persona"] == "Anchor" for r in rows) == 2  # both Beacon replies for Anchor
+    anchor = [r for r in rows if r["persona"] == "Anchor"]
+    assert all(r["consistency_chosen"] == 5.0 for r in anchor)
+    # the rejected replies judged *as Anchor*: one clearly off-voice (kept), one that fits Anchor too (dropped)
+    scored = [{**anchor[0], "consistency_rejected": 2.0}, {**anchor[1], "consistency_rejected": 4.75}, {**anchor[1]}]
+    kept = keep_persona_separated(scored, margin=0.5)
+    assert len(kept) == 1 and kept[0]["gap"] == 3.0

@@ -15,21 +15,23 @@ from mascot.train.configs import (
     Stage1Config,
     build_grpo_config,
     build_reward_config,
-    coerce,
-    list_recipes,
-    load_recipe,
     reward_lora_config,
     speaker_lora_config,
 )
+from mascot.train.recipes import coerce, list_recipes, load_recipe
 from mascot.train.progress import Manifest, ProgressLog, atomic_path, read_progress
 
 
 def test_bundled_recipes_load() -> None:
     assert {"tiny-cpu", "paper-gpu"} <= set(list_recipes())
     tiny = load_recipe("tiny-cpu")
-    assert tiny.model == "embedded" and tiny.judge == "offline" and tiny.k == 4 and tiny.delta == 0.5
-    assert tiny.rewards == ["persona_rm", "format", "judge"] and tiny.reward_weights == [1.0, 0.5, 1.0]
-    assert tiny.sft_warm_start and tiny.sft_criterion == "consistency" and tiny.sft["num_train_epochs"] == 2
+    assert tiny.model == "embedded" and tiny.judge == "offline" and tiny.k == 3 and tiny.delta == 0.5
+    assert tiny.rewards == ["persona_rm", "format"] and tiny.reward_weights == [1.0, 0.5]
+    assert tiny.rm_kind == "embedding" and tiny.rm_reward_norm == "global" and tiny.format_graded
+    assert tiny.cross_persona_pairs > 0 and tiny.cross_persona_margin == 0.5 and tiny.grpo["max_steps"] == 12
+    assert tiny.sft_warm_start and tiny.sft_criterion is None and tiny.sft_trim and tiny.sft["num_train_epochs"] == 1
+    paper = load_recipe("paper-gpu")
+    assert paper.rm_kind == "llm" and paper.rm_reward_norm == "group"  # the paper's reward model and scaling
     assert tiny.out == Path("checkpoints/tiny-cpu")
     paper = load_recipe("paper-gpu")
     assert paper.judge == "llm" and (paper.lora_r, paper.lora_alpha) == (16, 32)
@@ -57,7 +59,7 @@ def test_yaml_path_and_overrides(tmp_path: Path) -> None:
         ({"k": "many"}, r"Field 'k' expects int"),
         ({"grpo.output_dir": "/x"}, r"set by the pipeline itself"),
         ({"adapter_mode": "each"}, r"Valid adapter_mode names: per-persona, shared"),
-        ({"reward_weights": "[1.0]"}, r"rewards has 3 entries but reward_weights has 1"),
+        ({"reward_weights": "[1.0]"}, r"rewards has 2 entries but reward_weights has 1"),
         ({"sft.learning_rat": "1"}, r"Unknown field 'sft.learning_rat'.*SFTConfig; similar fields: learning_rate"),
         ({"k": "1"}, r"at least 2 candidates"),
     ],
@@ -126,7 +128,7 @@ def test_paper_lora_share_is_0187_percent() -> None:
 def test_tiny_cpu_configs_build(tmp_path: Path) -> None:
     cfg = load_recipe("tiny-cpu")
     grpo = build_grpo_config(cfg, tmp_path, max_steps=2)
-    assert grpo.max_steps == 2 and grpo.num_generations == 4 and grpo.use_cpu and not grpo.use_vllm
+    assert grpo.max_steps == 2 and grpo.num_generations == 2 and grpo.use_cpu and not grpo.use_vllm
     assert speaker_lora_config(cfg, num_layers=30).layers_to_transform == list(range(20, 30))
 
 
@@ -177,3 +179,24 @@ def test_launcher_command_and_progress_tables(tmp_path: Path) -> None:
     assert rows[0][:3] == ["generate", "done", "8/16"] and rows[1][:3] == ["grpo:anchor", "running", "1/10"]
     pts = metric_points(events)
     assert {p["series"] for p in pts} == {"grpo:anchor reward", "grpo:anchor rewards/format_reward/mean"}
+
+
+def test_configs_does_not_import_recipes() -> None:
+    """The dependency runs one way: recipes -> configs (issue 11)."""
+    import ast
+    import inspect
+
+    import mascot.train.configs as configs
+
+    tree = ast.parse(inspect.getsource(configs))
+    imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    assert "mascot.train.recipes" not in imported
+
+
+def test_new_stage1_fields_fail_loudly() -> None:
+    with pytest.raises(ConfigError, match="embedding, llm"):
+        load_recipe("tiny-cpu", {"rm_kind": "bert"})
+    with pytest.raises(ConfigError, match="global, group"):
+        load_recipe("tiny-cpu", {"rm_reward_norm": "batch"})
+    with pytest.raises(ConfigError, match="cross_persona_pairs"):
+        load_recipe("tiny-cpu", {"cross_persona_pairs": "-1"})

@@ -69,7 +69,7 @@ def test_stage1_end_to_end_on_a_tiny_model(tiny_model_dir: Path, tmp_path: Path,
     from mascot.personas import load_pack
     from mascot.rewards.persona_rm import PersonaRewardModel
     from mascot.speaker import Speaker, adapter_name
-    from mascot.train.configs import load_recipe
+    from mascot.train.recipes import load_recipe
     from mascot.train.progress import read_jsonl, read_progress
     from mascot.train.stage1 import main
 
@@ -84,6 +84,9 @@ def test_stage1_end_to_end_on_a_tiny_model(tiny_model_dir: Path, tmp_path: Path,
         "reward_model.warmup_steps": "0", "reward_model.learning_rate": "1e-2",
         "grpo.per_device_train_batch_size": "2", "grpo.num_generations": "2", "grpo.max_completion_length": "8",
         "grpo.learning_rate": "1e-2",
+        # the LLM reward model and one process (the fake judge lives in this test process only)
+        "rm_kind": "llm", "grpo_workers": "1", "pair_criteria": "[]", "pair_max_length_ratio": "none",
+        "cross_persona_pairs": "0", "rm_reward_norm": "group",
     })
     card = main(cfg, show_bars=False)
 

@@ -43,10 +43,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group("output")
     g.add_argument("--mapping", default="linear", choices=MAPPINGS, help="1–5 -> 0–100: (s-1)/4*100 (linear) or s*20")
     g.add_argument("--output", default="runs/eval", help="output folder (default: %(default)s)")
+    g.add_argument("--merge", default=None, metavar="DIR[,DIR...]",
+                   help="generate nothing: combine earlier evaluations on the same scenarios (their results.json) "
+                        "into --output, with paired tests between all their systems")
     g.add_argument("--no-progress", action="store_true", help="hide progress bars")
 
 
 def main(args: argparse.Namespace) -> int:
+    if args.merge:
+        from mascot.evaluation.runner import merge_results
+
+        merged = merge_results([d.strip() for d in args.merge.split(",") if d.strip()], args.output)
+        print(open(merged["outputs"]["markdown"], encoding="utf-8").read())
+        print("written:", json.dumps(merged["outputs"], indent=1))
+        return 0
     judge_options = {}
     if args.judge == "llm":
         judge_options = {k: v for k, v in {"model": args.judge_model, "base_url": args.judge_base_url,

@@ -100,3 +100,59 @@ def mean_pairwise_cosine(vectors: np.ndarray) -> float | None:
         return None
     sims = vectors @ vectors.T
     return float((sims.sum() - np.trace(sims)) / (k * (k - 1)))
+
+
+def persona_identifiability(scenarios: Sequence[str], personas: Sequence[str], vectors: np.ndarray) -> dict[str, float | int | None]:
+    """How well the persona that wrote each turn can be told from its text alone.
+
+    Leave-one-scenario-out nearest-centroid classification on (unit) sentence embeddings: for each
+    scenario, every persona's centroid is the mean of its turns in all *other* scenarios, and each turn
+    of the held-out scenario is assigned to the most cosine-similar centroid. Returns the accuracy, the
+    number of turns classified, and chance = 1 / number of personas.
+
+    >>> v = np.array([[1, 0], [0, 1], [1, 0], [0, 1]], dtype=float)
+    >>> persona_identifiability(["s1", "s1", "s2", "s2"], ["A", "B", "A", "B"], v)["accuracy"]
+    1.0
+    """
+    names = sorted(set(personas))
+    if len(names) < 2 or len(set(scenarios)) < 2:
+        return {"accuracy": None, "n": 0, "chance": (1 / len(names)) if names else None, "personas": len(names)}
+    vecs = np.asarray(vectors, dtype=np.float64)
+    idx = {n: i for i, n in enumerate(names)}
+    labels = np.array([idx[p] for p in personas])
+    scen = np.asarray(list(scenarios))
+    sums = np.zeros((len(names), vecs.shape[1]))
+    counts = np.zeros(len(names))
+    np.add.at(sums, labels, vecs)
+    np.add.at(counts, labels, 1)
+    correct = n = 0
+    for s in sorted(set(scen)):
+        mask = scen == s
+        s_sums, s_counts = sums.copy(), counts.copy()
+        np.subtract.at(s_sums, labels[mask], vecs[mask])
+        np.subtract.at(s_counts, labels[mask], 1)
+        have = s_counts > 0
+        cents = np.where(have[:, None], s_sums / np.maximum(s_counts, 1)[:, None], 0.0)
+        norms = np.linalg.norm(cents, axis=1)
+        cents = cents / np.where(norms > 0, norms, 1)[:, None]
+        sims = vecs[mask] @ cents.T
+        sims[:, ~have] = -np.inf  # a persona with no turns elsewhere cannot be predicted
+        correct += int((sims.argmax(axis=1) == labels[mask]).sum())
+        n += int(mask.sum())
+    return {"accuracy": correct / n if n else None, "n": n, "chance": 1 / len(names), "personas": len(names)}
+
+
+def paired_test(a: dict[str, float], b: dict[str, float]) -> dict[str, float | int | None]:
+    """Paired comparison of two systems' per-scenario scores (scenario id -> score), on the scenarios
+    both have: mean difference a - b and the two-sided Wilcoxon signed-rank p-value (scipy.stats)."""
+    from scipy.stats import wilcoxon
+
+    keys = sorted(set(a) & set(b))
+    diffs = np.array([a[k] - b[k] for k in keys], dtype=float)
+    if len(keys) == 0:
+        return {"n": 0, "mean_diff": None, "p": None}
+    p = None
+    if len(keys) >= 2 and np.any(diffs != 0):
+        p = float(wilcoxon(diffs, zero_method="wilcox", alternative="two-sided").pvalue)
+    return {"n": len(keys), "mean_diff": round(float(diffs.mean()), 3), "p": None if p is None else round(p, 5),
+            "mean_a": round(float(np.mean([a[k] for k in keys])), 3), "mean_b": round(float(np.mean([b[k] for k in keys])), 3)}

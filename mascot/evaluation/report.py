@@ -52,6 +52,35 @@ def score_table(records: list[dict[str, Any]], personas: list[str], mapping: str
     return table
 
 
+def per_scenario_scores(records: list[dict[str, Any]], mapping: str) -> dict[str, dict[str, float]]:
+    """scenario id -> {criterion and overall: the round's mean over its personas (0-100)}, for paired tests."""
+    out: dict[str, dict[str, float]] = {}
+    for r in records:
+        vs = [v for _, v in r["verdicts"] if v.valid]
+        if vs and r.get("scenario"):
+            row = {c: sum(to_100(v.scores[c], mapping) for v in vs) / len(vs) for c in CRITERIA}
+            row["overall"] = sum(to_100(v.aggregate, mapping) for v in vs) / len(vs)
+            out[r["scenario"]] = {k: round(x, 3) for k, x in row.items()}
+    return out
+
+
+PAIRED_COLUMNS = ("overall", "consistency", "relevance")
+
+
+def paired_tests(systems: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Every pair of evaluated systems: per-scenario mean differences and Wilcoxon p-values on
+    Overall, Consistency and Relevance (key "A vs B" means A - B)."""
+    from mascot.evaluation.metrics import paired_test
+
+    ran = [(n, s) for n, s in systems.items() if s.get("status") == "ok" and s.get("per_scenario")]
+    out: dict[str, dict[str, Any]] = {}
+    for i, (a, sa) in enumerate(ran):
+        for b, sb in ran[i + 1 :]:
+            out[f"{a} vs {b}"] = {c: paired_test({k: v[c] for k, v in sa["per_scenario"].items()},
+                                                 {k: v[c] for k, v in sb["per_scenario"].items()}) for c in PAIRED_COLUMNS}
+    return out
+
+
 def diversity(records: list[dict[str, Any]], embed: Any) -> dict[str, dict[str, float | None]]:
     """Per group: distinct-1/2 per dialogue, self-BLEU and mean embedding cosine across the
     personas' turns of a round, averaged over rounds (None where a round has a single turn)."""
@@ -117,6 +146,31 @@ def markdown(results: dict[str, Any]) -> str:
     for s in ran.values():
         for g, d in s["diversity"].items():
             lines.append(f"| {s['label']} | {g} | {_num(d['distinct_1'])} | {_num(d['distinct_2'])} | {_num(d['self_bleu'])} | {_num(d['embed_sim'])} |")
+    lines += ["", "## Persona identifiability", "",
+              "Leave-one-scenario-out nearest-centroid classification of which persona wrote each turn, on "
+              "all-MiniLM-L6-v2 embeddings (chance = 1 / number of personas).", "",
+              "| System | accuracy | turns | chance |", "|---|---|---|---|"]
+    for s in ran.values():
+        ident = s.get("identifiability") or {}
+        lines.append(f"| {s['label']} | {_num(ident.get('accuracy'))} | {ident.get('n', '–')} | {_num(ident.get('chance'))} |")
+    paired = results.get("paired") or {}
+    if paired:
+        lines += ["", "## Paired tests over scenarios", "",
+                  "Means of both systems on the scenarios both answered, the mean per-scenario difference (first − "
+                  "second, 0–100) and the two-sided Wilcoxon signed-rank p-value.", "",
+                  "| Comparison | n | " + " | ".join(f"Δ {COLUMNS[c]} (p)" for c in PAIRED_COLUMNS) + " |",
+                  "|---|---|" + "---|" * len(PAIRED_COLUMNS)]
+        for key, cols in paired.items():
+            a, b = key.split(" vs ")
+            label = f"{systems.get(a, {}).get('label', a)} vs {systems.get(b, {}).get('label', b)}"
+            n = next((v["n"] for v in cols.values()), 0)
+            cells = []
+            for c in PAIRED_COLUMNS:
+                t = cols.get(c) or {}
+                cells.append("–" if t.get("mean_diff") is None else
+                             f"{t.get('mean_a', float('nan')):.1f} vs {t.get('mean_b', float('nan')):.1f}: "
+                             f"{t['mean_diff']:+.1f} (p {'–' if t.get('p') is None else format(t['p'], '.3g')})")
+            lines.append(f"| {label} | {n} | " + " | ".join(cells) + " |")
     notes = [f"- {s['label']}: skipped: {s['reason']}" for s in systems.values() if s["status"] == "skipped"]
     notes += [f"- {s['label']}: {n}" for s in ran.values() for n in s.get("notes", [])]
     notes += [f"- {s['label']}: {s['invalid']} invalid verdict(s) left out" for s in ran.values() if s["invalid"]]
@@ -142,6 +196,9 @@ def write_csv(results: dict[str, Any], path: Path) -> None:
                 for k, v in d.items():
                     if v is not None:
                         w.writerow([name, g, "", k, round(v, 4), "", ""])
+            ident = s.get("identifiability") or {}
+            if ident.get("accuracy") is not None:
+                w.writerow([name, "all", "", "identifiability", round(ident["accuracy"], 4), "", ident["n"]])
 
 
 def write_outputs(results: dict[str, Any], out_dir: Path) -> dict[str, Path]:

@@ -18,8 +18,10 @@ from tqdm.auto import tqdm
 from mascot.backends import Backend, load_backend
 from mascot.data import Scenario, load_scenarios
 from mascot.errors import ConfigError
-from mascot.evaluation.metrics import MAPPINGS
-from mascot.evaluation.report import diversity, score_table, verdict_record, write_outputs
+from mascot.evaluation.metrics import MAPPINGS, persona_identifiability
+from mascot.evaluation.report import (
+    diversity, paired_tests, per_scenario_scores, score_table, verdict_record, write_outputs,
+)
 from mascot.evaluation.systems import SYSTEMS, Round, RunContext, make_system
 from mascot.judges import Judge, JudgeItem, load_judge
 from mascot.personas import load_pack
@@ -130,9 +132,11 @@ def run_eval(cfg: EvalConfig, backend: Backend | None = None, judge: Judge | Non
                 rounds += system.generate(backend, pack, scenarios[start : start + cfg.batch_size], ctx)
             verdicts = judge_rounds(judge, rounds, pack.setting, cfg.progress, f"{name}: judging")
             records = []
+            turns_for_id: list[tuple[str, str, str]] = []
             for r, vs in zip(rounds, verdicts):
+                turns_for_id += [(r.scenario.id, p.name, text) for p, _, text in r.judged if text.strip()]
                 pairs = [(p.name, v) for (p, _, _), v in zip(r.judged, vs)]
-                records.append({"group": r.scenario.group, "verdicts": pairs,
+                records.append({"group": r.scenario.group, "scenario": r.scenario.id, "verdicts": pairs,
                                 "texts": [t.text for t in r.turns if not t.meta.get("crisis")]})
                 rounds_file.write(json.dumps({
                     "system": name, "scenario": r.scenario.id, "group": r.scenario.group, "crisis": r.crisis,
@@ -143,12 +147,44 @@ def run_eval(cfg: EvalConfig, backend: Backend | None = None, judge: Judge | Non
                 status="ok",
                 table=score_table(records, [p.name for p in roster], cfg.mapping),
                 diversity=diversity(records, shared_embedder().encode),
+                per_scenario=per_scenario_scores(records, cfg.mapping),
+                identifiability=persona_identifiability(
+                    [t[0] for t in turns_for_id], [t[1] for t in turns_for_id],
+                    shared_embedder().encode([t[2] for t in turns_for_id])),
                 invalid=sum(not v.valid for vs in verdicts for v in vs),
                 crisis_rounds=sum(r.crisis for r in rounds),
                 n_rounds=len(rounds), time_s=round(time.time() - t0, 1),
             )
     finally:
         rounds_file.close()
+    results["paired"] = paired_tests(results["systems"])
     results["outputs"] = {k: str(v) for k, v in write_outputs(results, out_dir).items()}
     results["outputs"]["rounds"] = str(out_dir / "rounds.jsonl")
     return results
+
+
+def merge_results(dirs: list[str], output: str) -> dict[str, Any]:
+    """Combine the systems of earlier evaluations of the same scenario set (their `results.json`) into one
+    report with paired tests, e.g. baselines evaluated while training ran and the trained systems after.
+    Paired tests use the scenarios both systems answered; a system evaluated in several folders keeps
+    its last one."""
+    merged: dict[str, Any] | None = None
+    for d in dirs:
+        path = Path(d) / "results.json"
+        if not path.exists():
+            raise ConfigError(f"{path} does not exist: pass folders written by `python -m mascot eval --output DIR`.")
+        res = json.loads(path.read_text(encoding="utf-8"))
+        if merged is None:
+            merged = {**res, "systems": {}, "merged_from": []}
+        elif res["config"]["scenarios"] != merged["config"]["scenarios"]:
+            raise ConfigError(f"{path} was evaluated on {res['config']['scenarios']!r}, not "
+                              f"{merged['config']['scenarios']!r}: merge evaluations of the same scenario set.")
+        else:  # e.g. a smaller --limit: tables keep their own counts, paired tests use the shared scenarios
+            merged["n_scenarios"] = min(merged["n_scenarios"], res["n_scenarios"])
+        merged["systems"].update(res["systems"])
+        merged["merged_from"].append(str(d))
+    if merged is None:
+        raise ConfigError("--merge needs at least one evaluation folder.")
+    merged["paired"] = paired_tests(merged["systems"])
+    merged["outputs"] = {k: str(v) for k, v in write_outputs(merged, Path(output)).items()}
+    return merged

@@ -31,22 +31,24 @@ class RewardContext:
     roster: list[Persona]
     min_words: int = 15
     max_words: int = 150
-    reward_model: PersonaRewardModel | None = None
+    reward_model: Any = None  # PersonaRewardModel or EmbeddingRewardModel (anything with score_texts)
     judge: Any = None  # a mascot.judges Judge, for the optional direct-judge reward
     setting: str = ""
+    format_graded: bool = False  # length-aware format reward (see make_format_reward)
+    rm_norm: str = "group"  # persona_rm scaling: group z-score (paper) or global (RM's training-score mean/std)
     extra: dict[str, Any] = field(default_factory=dict)
 
 
 def _persona_rm(ctx: RewardContext) -> RewardFunc:
     if ctx.reward_model is None:
         raise ConfigError("The 'persona_rm' reward needs a trained reward model: run the reward_model step first.")
-    return make_persona_rm_reward(ctx.reward_model, ctx.personas, ctx.roster)
+    return make_persona_rm_reward(ctx.reward_model, ctx.personas, ctx.roster, norm=ctx.rm_norm)
 
 
 def _format(ctx: RewardContext) -> RewardFunc:
     names = [p.name for p in ctx.roster]
     aliases = {p.name: [*p.aliases, p.role] for p in ctx.roster}
-    return make_format_reward(names, ctx.min_words, ctx.max_words, aliases)
+    return make_format_reward(names, ctx.min_words, ctx.max_words, aliases, graded=ctx.format_graded)
 
 
 def _judge(ctx: RewardContext) -> RewardFunc:

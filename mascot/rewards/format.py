@@ -1,4 +1,4 @@
-"""Format reward: 1.0 for a single, clean, in-character utterance of the right length, else 0.0.
+"""Format reward: 1.0 for a single, clean, finished, in-character utterance of the right length (graded by length).
 
 Checks (paper §7.7): no speaker tag at the start and no other speaker's tag anywhere, no `<think>` or
 "As an AI" meta-talk, one paragraph (no line breaks), a finished last sentence (not cut off by the
@@ -19,12 +19,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from mascot.speaker import has_meta_talk
+from mascot.speaker import _FINISHED, count_words, has_meta_talk, is_finished, trim_to_sentence  # noqa: F401 (re-exported)
 
 GENERIC_TAGS = ("User", "Assistant", "Director", "System", "AI")
-# A finished utterance ends in sentence punctuation, a closing quote/bracket, or an emoji.
-_FINISHED = re.compile(r"""([.!?…]["'”’)\]]*|[\U0001F300-\U0001FAFF\u2600-\u27BF]\ufe0f?|:\)|:-\))\s*$""")
-_WORD = re.compile(r"[A-Za-z0-9À-ÿ']+")
 
 
 def completion_text(completion: Any) -> str:
@@ -38,37 +35,18 @@ def completion_text(completion: Any) -> str:
     return str(completion)
 
 
-def is_finished(text: str) -> bool:
-    """True if the text ends like a finished utterance (sentence punctuation, closing quote, emoji)."""
-    return bool(_FINISHED.search(text.strip()))
-
-
-def trim_to_sentence(text: str, min_words: int = 5) -> str:
-    """Cut a reply that stops mid-sentence (token budget) back to its last finished sentence, if that
-    leaves at least `min_words` words; otherwise return it unchanged.
-
-    >>> trim_to_sentence("That sounds hard. It makes sense you feel tired, and when the")
-    'That sounds hard. It makes sense you feel tired, and when the'
-    >>> trim_to_sentence("That sounds really hard for you. It makes sense that you feel")
-    'That sounds really hard for you.'
-    """
-    t = text.strip()
-    if is_finished(t):
-        return t
-    ends = [m.end() for m in re.finditer(r"[.!?…][\"'”’)\]]*(?=\s)", t)]
-    if ends and count_words(t[: ends[-1]]) >= min_words:
-        return t[: ends[-1]].strip()
-    return t
-
-
-def count_words(text: str) -> int:
-    return len(_WORD.findall(text))
-
-
 @dataclass
 class FormatResult:
     ok: bool
     problems: list[str] = field(default_factory=list)
+    length_score: float = 1.0  # 1 inside [min_words, max_words], falling linearly outside (length-aware)
+
+    @property
+    def score(self) -> float:
+        """The graded format reward: 0 for a hard problem (tag, meta-talk, several lines, unfinished,
+        empty), else the length score, so a reply a few words outside the band still beats a cut-off one."""
+        hard = [p for p in self.problems if p not in ("too short", "too long")]
+        return 0.0 if hard else round(self.length_score, 4)
 
 
 class FormatChecker:
@@ -99,20 +77,28 @@ class FormatChecker:
         if self.require_finished and not _FINISHED.search(stripped):
             problems.append("unfinished")
         n = count_words(stripped)
+        length = 1.0
         if n < self.min_words:
             problems.append("too short")
+            length = n / self.min_words
         elif n > self.max_words:
             problems.append("too long")
-        return FormatResult(not problems, problems)
+            length = max(0.0, 1.0 - (n - self.max_words) / self.max_words)
+        return FormatResult(not problems, problems, length)
 
 
 def make_format_reward(names: Sequence[str], min_words: int = 15, max_words: int = 150,
-                       aliases: dict[str, Sequence[str]] | None = None) -> Callable[..., list[float]]:
-    """A TRL reward function `format_reward(completions, **kwargs) -> list[float]` (1.0 or 0.0 each)."""
+                       aliases: dict[str, Sequence[str]] | None = None, graded: bool = True) -> Callable[..., list[float]]:
+    """A TRL reward function `format_reward(completions, **kwargs) -> list[float]`.
+
+    graded (default): `FormatResult.score` — 0 for a tag, meta-talk, several lines or a reply cut by the
+    token budget, else 1 inside the word band and linearly less outside it (length-aware); not graded:
+    1.0 or 0.0 (the paper's binary r_fmt)."""
     checker = FormatChecker(names, min_words, max_words, aliases)
 
     def format_reward(completions: list[Any], persona: list[str] | None = None, **kwargs: Any) -> list[float]:
         personas = persona or [None] * len(completions)
-        return [1.0 if checker(completion_text(c), p).ok else 0.0 for c, p in zip(completions, personas)]
+        results = [checker(completion_text(c), p) for c, p in zip(completions, personas)]
+        return [r.score if graded else float(r.ok) for r in results]
 
     return format_reward

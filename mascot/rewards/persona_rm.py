@@ -114,9 +114,12 @@ class PersonaRewardModel:
         return scores
 
 
-def make_persona_rm_reward(rm: PersonaRewardModel, personas: Sequence[Persona],
-                           roster: Sequence[Persona] | None = None) -> Callable[..., list[float]]:
-    """TRL reward `persona_rm(completions, rm_prompt, persona, **kw)`: r_phi z-scored within each group.
+def make_persona_rm_reward(rm: Any, personas: Sequence[Persona],
+                           roster: Sequence[Persona] | None = None, norm: str = "group") -> Callable[..., list[float]]:
+    """TRL reward `persona_rm(completions, rm_prompt, persona, **kw)`: r_phi z-scored within each group
+    (`norm="group"`, the paper's), or standardised by the mean/std of the RM's scores on its training
+    replies (`norm="global"`, when the RM records them), which keeps the level of the reward visible in
+    the logged curves (a group z-score always averages 0).
 
     Completions are cleaned with the chat's `clean_reply` first, so the RM scores what a user would see.
     The raw (unnormalised) mean is logged as `persona_rm/raw_mean` when TRL provides `log_metric`.
@@ -132,6 +135,9 @@ def make_persona_rm_reward(rm: PersonaRewardModel, personas: Sequence[Persona],
         raw = rm.score_texts(rm_prompt, texts)
         if log_metric is not None and raw:
             log_metric("persona_rm/raw_mean", sum(raw) / len(raw))
+        meta = getattr(rm, "meta", None) or {}
+        if norm == "global" and meta.get("score_std"):
+            return [(r - meta["score_mean"]) / meta["score_std"] for r in raw]
         return group_zscore(raw, rm_prompt)
 
     return persona_rm

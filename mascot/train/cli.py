@@ -12,7 +12,8 @@ import sys
 from typing import Any
 
 from mascot.errors import ConfigError
-from mascot.train.configs import STEPS, list_recipes, load_recipe
+from mascot.train.configs import STEPS
+from mascot.train.recipes import list_recipes, load_recipe
 
 
 class _OverrideParser(argparse.ArgumentParser):

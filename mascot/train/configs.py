@@ -1,6 +1,6 @@
 """Stage-1 configuration: the typed `Stage1Config` and the TRL/PEFT config builders.
 
-A recipe (loaded by `mascot.train.recipes.load_recipe`) has top-level pipeline fields (data, model,
+A recipe (loaded by `mascot.train.recipes.load_recipe`, which imports this module; never the other way) has top-level pipeline fields (data, model,
 generation, judge, pairs, LoRA, rewards) and three sections passed straight to TRL: `reward_model:` (any
 `trl.RewardConfig` field), `grpo:` (any `trl.GRPOConfig` field) and `sft:` (any `trl.SFTConfig` field,
 for the optional warm start). Unknown fields fail loudly with the list of valid names. The TRL config
@@ -25,6 +25,8 @@ from mascot.errors import ConfigError, unknown_name
 RECIPES_DIR = Path(__file__).resolve().parent.parent / "recipes"
 STEPS = ("generate", "judge", "pairs", "reward_model", "grpo")
 ADAPTER_MODES = ("per-persona", "shared")
+RM_KINDS = ("llm", "embedding")
+RM_REWARD_NORMS = ("group", "global")
 CONTEXT_MODES = ("round", "opening")
 SECTIONS = ("reward_model", "grpo", "sft")
 # GRPOConfig fields the pipeline sets itself from top-level fields; setting them in `grpo:` is an error.
@@ -86,6 +88,18 @@ class Stage1Config:
     delta: float = field(default=0.5, metadata={"help": "Minimum aggregate-score gap for a preference pair."})
     max_pairs_per_group: int | None = field(default=None, metadata={"help": "Cap on pairs per group (None = all qualifying)."})
     rm_eval_fraction: float = field(default=0.15, metadata={"help": "Share of contexts held out to measure RM pair accuracy."})
+    pair_criteria: list[str] = field(
+        default_factory=list,
+        metadata={"help": "Judge criteria a chosen reply must not score lower on than the rejected one (e.g. [consistency])."},
+    )
+    pair_max_length_ratio: float | None = field(
+        default=None, metadata={"help": "Drop judge pairs whose chosen reply is more than this many times longer (None = keep)."}
+    )
+    cross_persona_pairs: int = field(
+        default=0,
+        metadata={"help": "Cross-persona negatives: per group, this many of the persona's best replies are paired "
+                  "against each other persona's length-matched reply to the same scenario (0 = off)."},
+    )
 
     # ---------------------------------------------------------------- LoRA (speakers and reward model)
     lora_r: int = field(default=16, metadata={"help": "LoRA rank of the speaker adapters."})
@@ -99,6 +113,23 @@ class Stage1Config:
         metadata={"help": "Put LoRA on the last N transformer layers only (None = all). Backward then stops at "
                   "those layers, which roughly halves CPU step time; the paper recipe uses all layers."},
     )
+    cross_persona_rejected: int = field(
+        default=1, metadata={"help": "Cross-persona negatives: replies of each other persona per chosen reply (closest in length first)."}
+    )
+    cross_persona_margin: float | None = field(
+        default=None,
+        metadata={"help": "Keep a cross-persona pair only if the judge rates the chosen reply more consistent with the "
+                  "persona than the rejected one (judged as that persona) by at least this much (None = keep all)."},
+    )
+    rm_kind: str = field(
+        default="llm",
+        metadata={"help": "Reward model kind: llm (sequence-classification LoRA on the base model, the paper's) or "
+                  "embedding (a Bradley-Terry MLP head on the bundled all-MiniLM-L6-v2 embeddings; trains in seconds)."},
+    )
+    rm_head_lrs: list[float] = field(default_factory=lambda: [1e-3, 3e-3], metadata={"help": "Embedding RM: learning rates swept."})
+    rm_head_weight_decays: list[float] = field(default_factory=lambda: [1e-2, 1e-1], metadata={"help": "Embedding RM: weight decays swept."})
+    rm_head_epochs: int = field(default=60, metadata={"help": "Embedding RM: epochs over the training pairs."})
+    rm_head_hidden: int = field(default=64, metadata={"help": "Embedding RM: hidden units of the MLP head."})
     rm_lora_r: int | None = field(default=None, metadata={"help": "LoRA rank of the reward model (default lora_r)."})
     rm_lora_alpha: int | None = field(default=None, metadata={"help": "LoRA alpha of the reward model (default lora_alpha)."})
 
@@ -108,12 +139,38 @@ class Stage1Config:
     reward_weights: list[float] = field(default_factory=lambda: [1.0, 0.5], metadata={"help": "One weight per reward function."})
     format_min_words: int = field(default=15, metadata={"help": "Format reward: fewest words in a reply."})
     format_max_words: int = field(default=150, metadata={"help": "Format reward: most words in a reply."})
+    format_graded: bool = field(
+        default=False,
+        metadata={"help": "Format reward: graded by length (1 inside the word band, less outside; 0 if cut off or "
+                  "malformed) instead of the paper's binary 1/0."},
+    )
+    rm_reward_norm: str = field(
+        default="group",
+        metadata={"help": "persona_rm reward scaling: group (z-scored within each GRPO group, the paper's) or global "
+                  "(standardised by the RM's training-score mean/std, so the logged reward mean can rise)."},
+    )
+    grpo_init_adapters: str | None = field(
+        default=None,
+        metadata={"help": "Start GRPO from saved adapters (<dir>/<persona key>/, e.g. a run's sft/ folder) instead of a "
+                  "warm start or a fresh LoRA: how the GRPO lr/beta sweep reuses one warm start."},
+    )
+    sft_save: bool = field(
+        default=True, metadata={"help": "Save each warm-start adapter to <output>/sft/<persona>/ (the SFT-only ablation)."}
+    )
     grpo_max_prompts: int | None = field(default=None, metadata={"help": "Cap on GRPO prompts per persona (None = all train contexts)."})
+    grpo_workers: int = field(
+        default=1,
+        metadata={"help": "Train this many per-persona adapters at once, one process each (`--only grpo:<key>`). On a "
+                  "2-core CPU with 1 torch thread per process, 2-3 workers use the cores that one thread leaves idle."},
+    )
     rm_batch_size: int = field(default=16, metadata={"help": "Batch size when the reward model scores completions."})
     sft_warm_start: bool = field(
         default=False,
         metadata={"help": "Before GRPO, fine-tune each adapter on its persona's best-judged candidate per context "
                   "(rejection-sampling SFT; the paper's pi_SFT stage, §7.3, with judged candidates as the targets)."},
+    )
+    sft_max_examples: int | None = field(
+        default=None, metadata={"help": "Warm start: keep only this many best-scored targets per persona (None = all)."}
     )
     sft_min_score: float = field(default=0.0, metadata={"help": "Warm start: only targets whose ranking score is at least this."})
     sft_trim: bool = field(
@@ -139,6 +196,12 @@ class Stage1Config:
             raise unknown_name("context_mode", self.context_mode, CONTEXT_MODES)
         if self.adapter_mode not in ADAPTER_MODES:
             raise unknown_name("adapter_mode", self.adapter_mode, ADAPTER_MODES)
+        if self.rm_kind not in RM_KINDS:
+            raise unknown_name("rm_kind", self.rm_kind, RM_KINDS)
+        if self.rm_reward_norm not in RM_REWARD_NORMS:
+            raise unknown_name("rm_reward_norm", self.rm_reward_norm, RM_REWARD_NORMS)
+        if self.cross_persona_pairs < 0:
+            raise ConfigError(f"cross_persona_pairs={self.cross_persona_pairs} must be >= 0 (0 switches them off).")
         if self.k < 2:
             raise ConfigError(f"k={self.k}: at least 2 candidates per context are needed to form preference pairs.")
         if self.delta < 0:
@@ -298,6 +361,3 @@ def reward_lora_config(cfg: Stage1Config, num_layers: int | None = None) -> Any:
 def world_size() -> int:
     return int(os.environ.get("WORLD_SIZE", "1"))
 
-
-# Recipe loading lives in mascot.train.recipes; re-exported here for convenience.
-from mascot.train.recipes import coerce, config_from_dict, list_recipes, load_recipe, recipe_path  # noqa: E402,F401

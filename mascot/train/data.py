@@ -17,9 +17,8 @@ from mascot.backends.base import Backend, GenerationParams
 from mascot.dialogue import Dialogue, Directive, Turn
 from mascot.personas import Persona
 from mascot.prompts import speaker_messages
-from mascot.rewards.format import trim_to_sentence
 from mascot.rewards.persona_rm import rm_prompt
-from mascot.speaker import clean_reply
+from mascot.speaker import clean_reply, trim_to_sentence
 
 STOP = ("\n\n", "\nUser:")  # the chat speaker's stop strings
 
@@ -178,7 +177,7 @@ def grpo_rows(groups: Sequence[dict[str, Any]], personas_by_name: dict[str, Pers
 
 def sft_rows(groups: Sequence[dict[str, Any]], judged: Sequence[dict[str, Any]], personas_by_name: dict[str, Persona],
              roster: Sequence[Persona], persona: str | None = None, min_score: float = 0.0,
-             criterion: str | None = None, trim: bool = False) -> list[dict[str, Any]]:
+             criterion: str | None = None, trim: bool = False, max_examples: int | None = None) -> list[dict[str, Any]]:
     """Warm-start examples: per group (context), the best-judged non-empty candidate in prompt-completion
     format with the same speaker prompt as GRPO and the chat. Ranked by the aggregate, or by one criterion
     (ties broken by the aggregate); groups whose best ranking score is below `min_score` are skipped.
@@ -200,5 +199,8 @@ def sft_rows(groups: Sequence[dict[str, Any]], judged: Sequence[dict[str, Any]],
         directive = Directive(**g["directive"]) if g.get("directive") else None
         rows.append({"prompt": speaker_messages(p, list(roster), Dialogue.from_dict(g["context"]), directive),
                      "completion": [{"role": "assistant", "content": trim_to_sentence(ranked[0][2]) if trim else ranked[0][2]}],
-                     "score": ranked[0][1]})
+                     "score": ranked[0][1], "rank": ranked[0][0]})
+    if max_examples is not None and len(rows) > max_examples:  # the best-ranked targets (stable order)
+        keep = set(sorted(range(len(rows)), key=lambda i: (-rows[i]["rank"], -rows[i]["score"], i))[:max_examples])
+        rows = [r for i, r in enumerate(rows) if i in keep]
     return rows

@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from mascot.errors import ConfigError
-from mascot.train.configs import STEPS, list_recipes, load_recipe
+from mascot.train.configs import STEPS
+from mascot.train.recipes import list_recipes, load_recipe
 from mascot.train.progress import read_progress
 from mascot.train.runcard import read_run_card
 
@@ -239,3 +240,9 @@ def run_summary_rows(cards: list[dict[str, Any]]) -> list[list[Any]]:
 
 __all__ = ["PLOT_METRICS", "Job", "TrainingJobs", "build_command", "finished_runs", "list_recipes", "metric_points",
            "output_for", "read_progress", "run_summary_rows", "status_rows", "tail"]
+
+
+def curve_images(run_dir: str | Path) -> list[str]:
+    """The GRPO curve plots of a run (`<run>/curves/*.png`, one per adapter), sorted by name."""
+    folder = Path(run_dir) / "curves"
+    return [str(p) for p in sorted(folder.glob("*.png")) if not p.name.endswith(".tmp.png")] if folder.is_dir() else []

@@ -87,8 +87,18 @@ class Manifest:
         return self.data["steps"].get(step, {})
 
     def mark(self, step: str, **info: Any) -> None:
-        self.data["steps"][step] = {"finished": round(time.time(), 3), **_jsonable(info)}
-        write_json(self.path, self.data)
+        """Record a finished step. Re-reads the file under a lock first, so parallel GRPO workers (one
+        process per persona) never drop each other's entries."""
+        import fcntl
+
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.path.with_name(self.path.name + ".lock"), "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if self.path.exists():
+                on_disk = json.loads(self.path.read_text())
+                self.data["steps"] = {**on_disk.get("steps", {}), **self.data["steps"]}
+            self.data["steps"][step] = {"finished": round(time.time(), 3), **_jsonable(info)}
+            write_json(self.path, self.data)
 
     def forget(self, step: str) -> None:
         self.data["steps"].pop(step, None)

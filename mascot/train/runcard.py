@@ -87,15 +87,25 @@ def render_markdown(card: dict[str, Any]) -> str:
                   f"({_fmt(p.get('invalid'))} invalid verdicts dropped, {_fmt(p.get('below_margin'))} candidate pairs below the margin, "
                   f"mean gap {_fmt(p.get('mean_margin'))}); split {p.get('by_split')}.", ""]
     rm = card.get("reward_model") or {}
-    if rm:
+    ev = rm.get("eval") or {}
+    if rm and ev.get("ci95"):
+        kind = "embedding head (all-MiniLM-L6-v2 features)" if rm.get("kind") == "embedding" else "LLM + LoRA"
+        by = "; ".join(f"{k} {_fmt(v.get('accuracy'))} on {v.get('n')}" for k, v in (ev.get("by_source") or {}).items())
+        lines += ["## Reward model", "",
+                  f"Bradley–Terry, {kind}, trained on {_fmt(rm.get('train_pairs'))} pairs. Held-out pair accuracy "
+                  f"{_fmt(ev.get('accuracy'))} on {ev.get('n')} pairs from contexts never used in training, 95 % interval "
+                  f"[{_fmt(ev['ci95'][0])}, {_fmt(ev['ci95'][1])}] (before training {_fmt(rm.get('eval_accuracy_before'))}); "
+                  f"by pair source: {by}.", ""]
+    elif rm:
         lines += ["## Reward model", "",
                   f"Bradley–Terry + LoRA, {_fmt(rm.get('steps'))} steps on {_fmt(rm.get('train_pairs'))} pairs. "
                   f"Held-out pair accuracy {_fmt(rm.get('eval_accuracy'))} on {_fmt(rm.get('eval_pairs'))} pairs "
                   f"(before training {_fmt(rm.get('eval_accuracy_before'))}); "
                   f"loss {_fmt(rm.get('first_loss'))} → {_fmt(rm.get('last_loss'))}.", ""]
     if card.get("grpo"):
-        lines += ["## GRPO speakers", "", "Mean over the first and last 3 logged steps (z-scored components average 0 by "
-                  "construction; the raw RM / judge means show the trend).", "",
+        lines += ["## GRPO speakers", "", "Mean over the first and last logged steps (up to 10 each, never overlapping; a "
+                  "group z-scored component averages 0 by construction; the raw RM / judge means show the trend). "
+                  "Curves: `curves/<adapter>.png`.", "",
                   "| adapter | warm start (steps, loss) | GRPO steps | s/GRPO step | reward | format | RM raw | judge raw |",
                   "|---|---|---|---|---|---|---|---|"]
         for name, m in card["grpo"].items():
@@ -114,7 +124,9 @@ def render_markdown(card: dict[str, Any]) -> str:
     for name, a in card.get("adapters", {}).items():
         lines.append(f"- `{a['path']}/` ({a['bytes'] / 1e6:.1f} MB): {name}'s speaker adapter")
     if card.get("reward_model_adapter"):
-        lines.append(f"- `reward_model/` ({card['reward_model_adapter']['bytes'] / 1e6:.1f} MB): persona reward model adapter")
+        lines.append(f"- `reward_model/` ({card['reward_model_adapter']['bytes'] / 1e6:.2f} MB): persona reward model")
+    if (Path(card.get("config", {}).get("output_dir") or "") / "sft").is_dir() or card.get("sft_adapters"):
+        lines.append("- `sft/<persona>/`: the warm-start (SFT-only) adapters, for the ablation")
     lines += ["", "Full metrics, curves and the exact config: `run_card.json`.", ""]
     return "\n".join(lines)
 

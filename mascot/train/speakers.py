@@ -25,16 +25,76 @@ CURVE_KEYS = ("reward", "reward_std", "rewards/persona_rm/mean", "rewards/format
               "completions/clipped_ratio", "kl", "entropy")
 
 
-def curve_summary(history: list[dict[str, Any]], window: int = 3) -> dict[str, Any]:
-    """First/last means (over `window` logged steps) of each reward curve in a trainer's log history."""
+def curve_summary(history: list[dict[str, Any]], window: int = 10) -> dict[str, Any]:
+    """First/last means (over `window` logged steps, fewer when the run is shorter) of each reward curve
+    in a trainer's log history."""
     rows = [h for h in history if "reward" in h or "loss" in h and "train_runtime" not in h]
     out: dict[str, Any] = {}
     for key in CURVE_KEYS:
         vals = [float(h[key]) for h in rows if key in h and h[key] is not None]
         if vals:
-            w = min(window, len(vals))
-            out[key] = {"first": round(sum(vals[:w]) / w, 4), "last": round(sum(vals[-w:]) / w, 4), "n": len(vals)}
+            w = max(1, min(window, len(vals) // 2)) if len(vals) > 1 else 1  # first and last windows never overlap
+            out[key] = {"first": round(sum(vals[:w]) / w, 4), "last": round(sum(vals[-w:]) / w, 4), "n": len(vals),
+                        "window": w, "final": round(vals[-1], 4)}
     return out
+
+
+def curve_checks(summary: dict[str, Any]) -> dict[str, Any]:
+    """The issue-11 acceptance checks for one adapter's GRPO run, from `curve_summary(window=10)`:
+    mean total reward of the last window above the first, final clipped ratio <= 0.2, format reward
+    not falling."""
+    out: dict[str, Any] = {}
+    r = summary.get("reward")
+    if r:
+        out["reward_rises"] = r["last"] > r["first"]
+    c = summary.get("completions/clipped_ratio")
+    if c:
+        out["final_clipped_ratio"] = c.get("final")
+        out["clipped_ok"] = c.get("final") is not None and c["final"] <= 0.2
+    f = summary.get("rewards/format_reward/mean")
+    if f:
+        out["format_not_falling"] = f["last"] >= f["first"]
+    return out
+
+
+def plot_curves(curve: list[dict[str, Any]], target: Path, title: str) -> Path | None:
+    """Reward components, clipped ratio and length per GRPO step as a PNG (matplotlib, no display)."""
+    if not curve:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    steps = [c.get("step") or i + 1 for i, c in enumerate(curve)]
+    panels = [("total reward", ["reward"]),
+              ("reward components (weighted inputs)", ["rewards/persona_rm/mean", "rewards/format_reward/mean",
+                                                       "rewards/judge_reward/mean"]),
+              ("raw scores", ["persona_rm/raw_mean", "judge/raw_mean"]),
+              ("completions", ["completions/clipped_ratio", "completions/mean_length"])]
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.2))
+    for ax, (name, keys) in zip(axes, panels):
+        for key in keys:
+            ys = [c.get(key) for c in curve]
+            if any(y is not None for y in ys):
+                if key == "completions/mean_length":
+                    ax2 = ax.twinx()
+                    ax2.plot(steps, ys, color="tab:gray", lw=1, label="mean length (tokens)")
+                    ax2.set_ylabel("tokens")
+                    ax2.legend(loc="upper right", fontsize=7)
+                    continue
+                ax.plot(steps, ys, lw=1.2, label=key.replace("rewards/", "").replace("/mean", ""))
+        ax.set_title(name, fontsize=9)
+        ax.set_xlabel("GRPO step")
+        ax.legend(loc="upper left", fontsize=7)
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(target.stem + ".tmp.png")
+    fig.savefig(tmp, dpi=90)
+    plt.close(fig)
+    tmp.replace(target)
+    return target
 
 
 def curves(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -55,7 +115,7 @@ def _free() -> None:
 
 
 def warm_start(cfg: Stage1Config, name: str, rows: list[dict[str, Any]], model: Any, tokenizer: Any, work_dir: Path,
-               log: ProgressLog) -> tuple[Any, dict[str, Any]]:
+               log: ProgressLog, save_to: list[Path] | None = None) -> tuple[Any, dict[str, Any]]:
     """Optional supervised warm start: LoRA SFT (completion-only loss) on the persona's best candidates.
     Returns the PEFT model (its adapter trainable, to be continued by GRPO) and metrics."""
     from datasets import Dataset
@@ -74,6 +134,8 @@ def warm_start(cfg: Stage1Config, name: str, rows: list[dict[str, Any]], model: 
     trainer.train()
     losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
     peft_model = trainer.model
+    for target in save_to or []:  # the SFT-only ablation (`python -m mascot eval --systems sft`)
+        save_adapter(peft_model, target, base_display_name(cfg.model))
     metrics = {"examples": len(rows), "steps": trainer.state.global_step, "first_loss": losses[0] if losses else None,
                "last_loss": losses[-1] if losses else None,
                "mean_target_score": round(sum(r["score"] for r in rows) / len(rows), 3),
@@ -82,9 +144,21 @@ def warm_start(cfg: Stage1Config, name: str, rows: list[dict[str, Any]], model: 
     return peft_model, metrics
 
 
+def _load_trainable_adapter(cfg: Stage1Config, adapter_dir: Path) -> Any:
+    """The base model with a saved LoRA adapter, trainable, for GRPO to continue."""
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+
+    if not (adapter_dir / "adapter_config.json").exists():
+        raise ConfigError(f"grpo_init_adapters: no adapter at {adapter_dir} (expected <dir>/<persona key>/adapter_config.json).")
+    base = AutoModelForCausalLM.from_pretrained(resolve_model(cfg.model), dtype=cfg.train_dtype, local_files_only=True)
+    return PeftModel.from_pretrained(base, str(adapter_dir), is_trainable=True)
+
+
 def train_speaker(cfg: Stage1Config, name: str, rows: list[dict[str, Any]], reward_ctx: RewardContext,
                   targets: list[Path], work_dir: Path, log: ProgressLog, *, model: Any = None, tokenizer: Any = None,
-                  sft_rows: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+                  sft_rows: list[dict[str, Any]] | None = None, sft_targets: list[Path] | None = None,
+                  curves_dir: Path | None = None) -> dict[str, Any]:
     """One GRPO run over `rows` (prompt, persona, rm_prompt, context), after an optional SFT warm start on
     `sft_rows`; saves the adapter to each target."""
     from datasets import Dataset
@@ -97,8 +171,11 @@ def train_speaker(cfg: Stage1Config, name: str, rows: list[dict[str, Any]], rewa
     tokenizer = tokenizer or load_tokenizer(cfg.model, padding_side="left")
     model = model if model is not None else resolve_model(cfg.model)  # TRL loads it (ZeRO-3 aware)
     sft_metrics = None
-    if sft_rows:
-        model, sft_metrics = warm_start(cfg, name, sft_rows, model, tokenizer, work_dir / "sft", log)
+    if cfg.grpo_init_adapters and not sft_rows:
+        model = _load_trainable_adapter(cfg, Path(cfg.grpo_init_adapters) / name)
+        sft_metrics = {"init_from": str(Path(cfg.grpo_init_adapters) / name)}
+    elif sft_rows:
+        model, sft_metrics = warm_start(cfg, name, sft_rows, model, tokenizer, work_dir / "sft", log, sft_targets)
         tokenizer.padding_side = "left"
     args = build_grpo_config(cfg, work_dir, max_steps=cfg.max_steps, model_is_path=isinstance(model, str))
     step = f"grpo:{name}"
@@ -118,11 +195,15 @@ def train_speaker(cfg: Stage1Config, name: str, rows: list[dict[str, Any]], rewa
     for target in targets:
         files = save_adapter(trainer.model, target, base_display_name(cfg.model))
     history = list(trainer.state.log_history)
+    summary = curve_summary(history)
+    curve = curves(history)
+    plot = plot_curves(curve, curves_dir / f"{name}.png", f"GRPO {name}") if curves_dir is not None else None
     metrics = {
         "prompts": len(rows), "steps": trainer.state.global_step, "params": counts,
         "changed_tensors": changed, "trainable_tensors": len(before), "files": files,
         "reward_funcs": list(trainer.reward_func_names), "reward_weights": list(cfg.reward_weights),
-        "summary": curve_summary(history), "curve": curves(history), "sft": sft_metrics,
+        "summary": summary, "checks": curve_checks(summary), "curve": curve, "sft": sft_metrics,
+        "plot": str(plot) if plot else None,
         "seconds": round(time.time() - t0, 1),
     }
     metrics["grpo_seconds"] = round(grpo_seconds, 1)

@@ -89,6 +89,8 @@ def step_generate(run: Run) -> dict[str, Any]:
     partial = run.work / "candidates.partial.jsonl"
     # a run killed mid-write leaves at most one broken last line: read_progress skips it
     done = {g["group_id"]: g for g in read_progress(partial) if "group_id" in g}
+    # a resumed run may hold out other contexts (changed max_contexts / rm_eval_fraction): re-split, by scenario
+    done = {gid: {**g, "split": "rm_eval" if g["scenario_id"] in rm_eval else "train"} for gid, g in done.items()}
     if partial.exists():
         write_jsonl(partial, list(done.values()))  # drop a broken line before appending after it
     backend = load_backend(cfg.backend, model=cfg.model, dtype=cfg.dtype)
@@ -160,15 +162,44 @@ def step_judge(run: Run) -> dict[str, Any]:
 
 
 def step_pairs(run: Run) -> dict[str, Any]:
-    from mascot.train.pairs import build_pairs, load_extra_pairs
+    from mascot.train.pairs import build_pairs, cross_persona_pairs, load_extra_pairs
 
     cfg = run.cfg
     judged = read_jsonl(_need(run, "judge", "judged.jsonl"))
-    pairs, stats = build_pairs(judged, cfg.delta, cfg.max_pairs_per_group)
+    pairs, stats = build_pairs(judged, cfg.delta, cfg.max_pairs_per_group, cfg.pair_criteria, cfg.pair_max_length_ratio)
+    cross = cross_persona_pairs(judged, cfg.cross_persona_pairs, rejected_per_persona=cfg.cross_persona_rejected) \
+        if cfg.cross_persona_pairs else []
+    cross_all = len(cross)
+    if cross and cfg.cross_persona_margin is not None:
+        cross = _judge_cross_pairs(run, cross)
     extra = [row for path in cfg.extra_pairs for row in load_extra_pairs(path)]
-    write_jsonl(run.work / "pairs.jsonl", pairs + extra)
-    by_split = {s: sum(1 for p in pairs if p["split"] == s) for s in ("train", "rm_eval")}
-    return {**stats.as_dict(), "delta": cfg.delta, "extra_pairs": len(extra), "by_split": by_split}
+    write_jsonl(run.work / "pairs.jsonl", pairs + cross + extra)
+    by_split = {s: sum(1 for p in pairs + cross if p["split"] == s) for s in ("train", "rm_eval")}
+    by_source = {src: {s: sum(1 for p in rows if p["split"] == s) for s in ("train", "rm_eval")}
+                 for src, rows in (("judge", pairs), ("cross_persona", cross))}
+    return {**stats.as_dict(), "judge_pairs": len(pairs), "cross_persona_pairs": len(cross),
+            "cross_persona_candidates": cross_all, "cross_persona_margin": cfg.cross_persona_margin, "delta": cfg.delta,
+            "pair_criteria": list(cfg.pair_criteria), "extra_pairs": len(extra), "by_split": by_split,
+            "by_source": by_source}
+
+
+def _judge_cross_pairs(run: Run, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Judge each cross-persona negative *as the persona it is rejected for* (same context), then keep the
+    pairs whose consistency margin reaches `cross_persona_margin`."""
+    from mascot.dialogue import Dialogue
+    from mascot.judges import JudgeItem, load_judge
+    from mascot.train.pairs import keep_persona_separated
+
+    cfg = run.cfg
+    contexts = {g["group_id"]: g["context"] for g in read_jsonl(_need(run, "generate", "candidates.jsonl"))}
+    judge = load_judge(cfg.judge, **cfg.judge_kwargs)
+    items = [JudgeItem(run.by_name[r["persona"]], run.roster, Dialogue.from_dict(contexts[r["group_id"]]), r["rejected"],
+                       run.pack.setting) for r in rows]
+    verdicts = []
+    for start in range(0, len(items), cfg.judge_batch_size):
+        verdicts += judge.score_batch(items[start : start + cfg.judge_batch_size])
+    scored = [{**r, "consistency_rejected": v.scores.get("consistency") if v.valid else None} for r, v in zip(rows, verdicts)]
+    return keep_persona_separated(scored, cfg.cross_persona_margin)
 
 
 def step_reward_model(run: Run) -> dict[str, Any]:
@@ -183,7 +214,6 @@ def step_reward_model(run: Run) -> dict[str, Any]:
 
 def step_grpo(run: Run) -> dict[str, Any]:
     from mascot.rewards import RewardContext
-    from mascot.rewards.persona_rm import PersonaRewardModel
     from mascot.train.data import grpo_rows, sft_rows
     from mascot.train.speakers import adapter_jobs, train_speaker
 
@@ -192,19 +222,21 @@ def step_grpo(run: Run) -> dict[str, Any]:
     judged = read_jsonl(_need(run, "judge", "judged.jsonl")) if cfg.sft_warm_start else []
     rm = None
     if "persona_rm" in cfg.rewards:
-        rm_dir = reward_model_dir(run.out)
-        if not (rm_dir / "adapter_config.json").exists():
-            raise ConfigError(f"No reward model at {rm_dir}: run the reward_model step first (--only reward_model).")
-        rm = PersonaRewardModel.load(cfg.model, rm_dir, dtype=cfg.train_dtype, batch_size=cfg.rm_batch_size,
-                                     device=_train_device())
+        from mascot.rewards.embedding_rm import load_reward_model
+
+        rm = load_reward_model(cfg.model, reward_model_dir(run.out), dtype=cfg.train_dtype, batch_size=cfg.rm_batch_size,
+                               device=_train_device())
     judge = None
     if "judge" in cfg.rewards:
         from mascot.judges import load_judge
 
         judge = load_judge(cfg.judge, **cfg.judge_kwargs)
     ctx = RewardContext(personas=run.personas, roster=run.roster, min_words=cfg.format_min_words,
-                        max_words=cfg.format_max_words, reward_model=rm, judge=judge, setting=run.pack.setting)
+                        max_words=cfg.format_max_words, reward_model=rm, judge=judge, setting=run.pack.setting,
+                        format_graded=cfg.format_graded, rm_norm=cfg.rm_reward_norm)
     results: dict[str, Any] = {}
+    if cfg.grpo_workers > 1 and not run.cache.get("only_jobs"):
+        _grpo_in_workers(run)  # trains the pending adapters in child processes; the loop below then skips them
     for name, personas, targets in adapter_jobs(cfg, run.personas, speakers_dir(run.out)):
         sub = f"grpo:{name}"
         only_jobs = run.cache.get("only_jobs") or set()
@@ -218,16 +250,71 @@ def step_grpo(run: Run) -> dict[str, Any]:
             continue
         rows = [r for p in personas for r in grpo_rows(groups, run.by_name, run.roster, p.name, cfg.grpo_max_prompts, cfg.seed)]
         warm = [r for p in personas for r in sft_rows(groups, judged, run.by_name, run.roster, p.name, cfg.sft_min_score, cfg.sft_criterion,
-                                                   cfg.sft_trim)] \
+                                                   cfg.sft_trim, cfg.sft_max_examples)] \
             if cfg.sft_warm_start else None
         run.progress.event(sub, "started", 0, cfg.max_steps or cfg.grpo.get("max_steps"),
                            {"prompts": len(rows), "warm_start_examples": len(warm) if warm is not None else None})
-        metrics = train_speaker(cfg, name, rows, ctx, targets, run.work / f"grpo-{name}", run.progress, sft_rows=warm)
+        sft_targets = [run.out / "sft" / t.name for t in targets] if cfg.sft_save and warm else None
+        metrics = train_speaker(cfg, name, rows, ctx, targets, run.work / f"grpo-{name}", run.progress, sft_rows=warm,
+                                sft_targets=sft_targets, curves_dir=run.out / "curves")
         run.manifest.mark(sub, metrics=metrics)
         run.progress.event(sub, "done", metrics["steps"], metrics["steps"], {k: v for k, v in metrics.items() if k != "curve"})
         results[name] = metrics
     complete = all(run.manifest.done(f"grpo:{name}") for name, _, _ in adapter_jobs(cfg, run.personas, Path(".")))
     return {"adapter_mode": cfg.adapter_mode, "adapters": results, "_complete": complete}
+
+
+def _grpo_in_workers(run: Run) -> None:
+    """Run pending GRPO adapters as `python -m mascot train stage1 --only grpo:<key>` child processes,
+    `cfg.grpo_workers` at a time (logs in work/grpo-<key>.log), then reload the manifest they marked."""
+    import subprocess
+    import sys
+
+    import yaml
+
+    from mascot.train.speakers import adapter_jobs
+
+    cfg = run.cfg
+    redo = run.cache.get("redo", ())
+    pending = [name for name, _, targets in adapter_jobs(cfg, run.personas, speakers_dir(run.out))
+               if not (run.manifest.done(f"grpo:{name}") and all((t / "adapter_config.json").exists() for t in targets))
+               or f"grpo:{name}" in redo]
+    if len(pending) < 2:
+        return
+    resolved = run.work / "resolved-recipe.yaml"
+    resolved.parent.mkdir(parents=True, exist_ok=True)
+    data = {k: v for k, v in cfg.to_dict().items() if k != "recipe"}
+    data["output_dir"] = str(run.out)
+    data["grpo_workers"] = 1
+    resolved.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    running: list[tuple[str, Any, Any]] = []
+    failed: list[str] = []
+
+    def reap(block: bool) -> None:
+        for item in list(running):
+            name, proc, log = item
+            if block or proc.poll() is not None:
+                if proc.wait() != 0:
+                    failed.append(f"{name} (exit {proc.returncode}, log {log.name})")
+                log.close()
+                running.remove(item)
+                return
+
+    for name in pending:
+        while len(running) >= cfg.grpo_workers:
+            reap(block=False)
+            time.sleep(2)
+        argv = [sys.executable, "-m", "mascot", "train", "stage1", "--recipe", str(resolved), "--only", f"grpo:{name}",
+                "--no-bars"] + (["--redo", f"grpo:{name}"] if f"grpo:{name}" in redo else [])
+        log = (run.work / f"grpo-{name}.log").open("w", encoding="utf-8")
+        print(f"[stage1] grpo:{name}: worker started (log {log.name})")
+        running.append((name, subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT), log))
+    while running:
+        reap(block=True)
+    run.manifest = Manifest(run.manifest.path)
+    write_json(run.out / "recipe.json", {"recipe": cfg.recipe, "config": cfg.to_dict()})  # workers wrote theirs
+    if failed:
+        raise ConfigError(f"GRPO workers failed: {', '.join(failed)}. See the logs under {run.work}.")
 
 
 def _train_device() -> str:
