@@ -23,6 +23,9 @@ from mascot.safe_paths import resolve_inside
 from mascot.train.configs import STEPS
 from mascot.train.recipes import list_recipes
 from mascot.train.launch import (
+    STAGES,
+    get_stage,
+    progress_dir,
     TrainingJobs,
     curve_images,
     finished_runs,
@@ -57,31 +60,34 @@ def run_roots(settings: Settings) -> list[Path]:
     return [Path(settings.checkpoints_dir), Path(settings.runs_dir)]
 
 
-def check_recipe(recipe: str, settings: Settings) -> str:
+def check_recipe(recipe: str, settings: Settings, stage: str = "stage1") -> str:
     """A bundled recipe name, or a recipe file inside the checkpoints/runs folders (else refused)."""
-    if recipe in list_recipes():
+    if recipe in get_stage(stage).list_recipes():
         return recipe
     return str(resolve_inside(recipe or "", run_roots(settings), what="recipe file"))
 
 
-def confined_output(recipe: str, output: str | None, overrides: dict[str, str], settings: Settings) -> Path:
+def confined_output(recipe: str, output: str | None, overrides: dict[str, str], settings: Settings,
+                    stage: str = "stage1") -> Path:
     """Where a run with these settings writes, provided that is inside the checkpoints/runs folders.
 
     Checked on the final folder, so an override of `checkpoints_dir`, `output_dir` or `run` cannot
     lead elsewhere either; `..`, outside absolute paths and escaping symlinks are refused."""
-    out = output_for(check_recipe(recipe, settings), output or None,
-                     {"checkpoints_dir": settings.checkpoints_dir, **overrides})
+    out = output_for(check_recipe(recipe, settings, stage), output or None,
+                     {"checkpoints_dir": settings.checkpoints_dir, **overrides}, stage)
     return resolve_inside(out, run_roots(settings), what="output folder")
 
 
-def follow_dir(jobs: TrainingJobs, recipe: str, output: str, settings: Settings | None = None) -> Path | None:
-    """The run folder to follow: the launched job's, else the one the form points at (if allowed)."""
+def follow_dir(jobs: TrainingJobs, recipe: str, output: str, settings: Settings | None = None,
+               stage: str = "stage1") -> Path | None:
+    """The folder with progress.jsonl and train.log to follow: the launched job's, else the one the form
+    points at (if allowed)."""
     if jobs.job is not None:
-        return jobs.job.output
+        return progress_dir(jobs.job.output, jobs.job.stage)
     try:
         if settings is None:
-            return output_for(recipe, output or None, {"checkpoints_dir": str(jobs.checkpoints_dir)})
-        return confined_output(recipe, output, {}, settings)
+            return progress_dir(output_for(recipe, output or None, {"checkpoints_dir": str(jobs.checkpoints_dir)}, stage), stage)
+        return progress_dir(confined_output(recipe, output, {}, settings, stage), stage)
     except MascotError:
         return None
 
@@ -99,9 +105,12 @@ def render_admin_tab(settings: Settings) -> None:
     jobs = TrainingJobs(checkpoints_dir=settings.checkpoints_dir)
     recipes = list_recipes()
 
-    gr.Markdown("### Stage 1 training: judge → preference pairs → persona reward model → GRPO speakers\n"
-                "Runs `python -m mascot train stage1` in the background (one run at a time). Finished steps "
+    gr.Markdown("### Training\nStage 1: judge → preference pairs → persona reward model → GRPO speakers. "
+                "Stage 2: dialogue states → director GRPO on simulated conversations (speakers frozen).\n"
+                "Runs `python -m mascot train stage1|stage2` in the background (one run at a time). Finished steps "
                 "are skipped when a run is started again on the same output folder.")
+    with gr.Row():
+        stage = gr.Radio([(st.title, name) for name, st in STAGES.items()], value="stage1", label="Stage")
     with gr.Row():
         recipe = gr.Dropdown(recipes, value="tiny-cpu" if "tiny-cpu" in recipes else recipes[0], label="Recipe")
         max_steps = gr.Number(value=None, precision=0, label="Max steps per trainer (empty = recipe)", minimum=1)
@@ -128,13 +137,19 @@ def render_admin_tab(settings: Settings) -> None:
         card_md = gr.Markdown()
         curves_gallery = gr.Gallery(label="GRPO curves (run folder curves/*.png)", columns=1, height="auto")
 
-    def start(rec: str, steps: float | None, out: str, only_steps: list[str], ov_text: str) -> str:
+    def pick_stage(name: str) -> tuple[Any, Any]:
+        st = get_stage(name)
+        names = st.list_recipes()
+        return (gr.Dropdown(choices=names, value="tiny-cpu" if "tiny-cpu" in names else (names[0] if names else None)),
+                gr.CheckboxGroup(choices=list(st.steps), value=[]))
+
+    def start(stg: str, rec: str, steps: float | None, out: str, only_steps: list[str], ov_text: str) -> str:
         try:
             overrides = parse_overrides(ov_text)
-            target = confined_output(rec, out, overrides, settings)
-            job = jobs.start(check_recipe(rec, settings), max_steps=int(steps) if steps else None,
+            target = confined_output(rec, out, overrides, settings, stg)
+            job = jobs.start(check_recipe(rec, settings, stg), max_steps=int(steps) if steps else None,
                              output=str(target) if out else None,
-                             only=list(only_steps or []) or None, overrides=overrides)
+                             only=list(only_steps or []) or None, overrides=overrides, stage=stg)
         except MascotError as exc:
             raise gr.Error(str(exc)) from exc
         return f"**Running** `{' '.join(job.argv[1:])}` → `{job.output}`"
@@ -142,8 +157,8 @@ def render_admin_tab(settings: Settings) -> None:
     def stop() -> str:
         return "**Stopped.**" if jobs.stop() else "No run is in progress."
 
-    def refresh(rec: str, out: str) -> tuple[Any, ...]:
-        folder = follow_dir(jobs, rec, out, settings)
+    def refresh(stg: str, rec: str, out: str) -> tuple[Any, ...]:
+        folder = follow_dir(jobs, rec, out, settings, stg)
         events = read_progress(folder / "progress.jsonl") if folder else []
         pts = metric_points(events)
         frame = pd.DataFrame(pts) if pts else pd.DataFrame({"step": [], "value": [], "series": []})
@@ -172,8 +187,9 @@ def render_admin_tab(settings: Settings) -> None:
         text = readme.read_text(encoding="utf-8") if readme.exists() else f"`{path}` has no README.md."
         return text, servable_copies(curve_images(str(folder)))
 
-    start_btn.click(start, [recipe, max_steps, output, only, overrides], state_md)
+    stage.change(pick_stage, stage, [recipe, only])
+    start_btn.click(start, [stage, recipe, max_steps, output, only, overrides], state_md)
     stop_btn.click(stop, None, state_md)
-    timer.tick(refresh, [recipe, output], [state_md, status, plot, log_box])
+    timer.tick(refresh, [stage, recipe, output], [state_md, status, plot, log_box])
     refresh_btn.click(list_runs, None, [runs_table, run_pick])
     run_pick.change(show_card, run_pick, [card_md, curves_gallery])

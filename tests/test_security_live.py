@@ -302,17 +302,17 @@ def test_admin_paths_are_confined(live: Live) -> None:
     outside = live.root / "outside"
     outside.mkdir()
     (live.root / "checkpoints" / "escape").symlink_to(outside)
-    start = _dep_with_labels(cfg, "Recipe", "Max steps per trainer (empty = recipe)",
+    start = _dep_with_labels(cfg, "Stage", "Recipe", "Max steps per trainer (empty = recipe)",
                              "Output folder (empty = checkpoints/<run>)", "Steps to run (none ticked = all)",
                              "Overrides (field=value per line)")
     attempts = [("tiny-cpu", "../../evil", ""), ("tiny-cpu", str(outside / "run"), ""),
                 ("tiny-cpu", "/etc/mascot-run", ""), ("tiny-cpu", str(live.root / "checkpoints/escape/run"), ""),
                 ("tiny-cpu", "", f"output_dir={outside}"), ("tiny-cpu", "", "checkpoints_dir=/tmp"),
                 ("/etc/passwd.yaml", "", ""), ("../../../etc/hosts.yaml", "", "")]
-    for recipe, out, ov in attempts:
-        r = admin.new_session().call(start["id"], [recipe, 1, out, [], ov])
+    for stage, (recipe, out, ov) in [(st, a) for st in ("stage1", "stage2") for a in attempts]:
+        r = admin.new_session().call(start["id"], [stage, recipe, 1, out, [], ov])
         refused = not r.success and ("is refused: it must lie inside" in r.error or "not in the list of choices" in r.error)
-        assert TALLY.record("admin output folder / recipe outside checkpoints and runs", refused), (recipe, out, ov, r.error)
+        assert TALLY.record("admin output folder / recipe outside checkpoints and runs", refused), (stage, recipe, out, ov, r.error)
     assert not any(outside.iterdir()), "nothing may be written outside the allowed folders"
     card = _dep_with_labels(cfg, "Run card")
     for path in ("/etc", "../..", str(outside)):

@@ -65,3 +65,24 @@ def test_curve_images_lists_a_runs_plots(tmp_path) -> None:
     for name in ("beacon.png", "anchor.png", "anchor.tmp.png"):
         (tmp_path / "curves" / name).write_bytes(b"png")
     assert [p.rsplit("/", 1)[-1] for p in curve_images(tmp_path)] == ["anchor.png", "beacon.png"]
+
+
+def test_launcher_knows_both_stages_and_where_each_logs(tmp_path: Path) -> None:
+    from app.admin_tab import confined_output, follow_dir
+    from app.settings import Settings
+    from mascot.train.launch import build_command, get_stage, progress_dir
+
+    argv = build_command("tiny-cpu", stage="stage2", max_steps=2, only=["grpo"])
+    assert argv[3:6] == ["train", "stage2", "--recipe"] and argv[-2:] == ["--only", "grpo"]
+    with pytest.raises(ConfigError, match="Valid steps: states, grpo"):
+        build_command("tiny-cpu", stage="stage2", only=["reward_model"])
+    with pytest.raises(ConfigError, match="Valid stages: stage1, stage2"):
+        get_stage("stage3")
+    assert progress_dir(tmp_path, "stage1") == tmp_path and progress_dir(tmp_path, "stage2") == tmp_path / "stage2"
+    settings = Settings(checkpoints_dir=str(tmp_path), data_dir=str(tmp_path), runs_dir=str(tmp_path / "runs"))
+    run = confined_output("tiny-cpu", "", {}, settings, "stage2")
+    assert run == (tmp_path / "tiny-cpu").resolve()
+    jobs = TrainingJobs(checkpoints_dir=tmp_path)
+    assert follow_dir(jobs, "tiny-cpu", "", settings, "stage2") == run / "stage2"
+    with pytest.raises(MascotError, match="output folder"):
+        confined_output("tiny-cpu", "/etc/evil", {}, settings, "stage2")

@@ -1,8 +1,9 @@
 """Launching and following training runs from a UI (the admin tab) without importing gradio.
 
-`TrainingJobs` starts `python -m mascot train stage1 ...` as a subprocess (one at a time, in its own
-process group so Stop ends it and its children), logs its output to `<output>/train.log`, and reads the
-run's `progress.jsonl` into tables a UI can show.
+`TrainingJobs` starts `python -m mascot train stage1|stage2 ...` as a subprocess (one at a time, in its own
+process group so Stop ends it and its children), logs its output to `train.log` beside the stage's
+`progress.jsonl` (the run folder for Stage 1, `<run>/stage2/` for Stage 2), and reads that progress into
+tables a UI can show.
 
     jobs = TrainingJobs(checkpoints_dir="checkpoints")
     job = jobs.start("tiny-cpu", max_steps=4, output="checkpoints/try1")
@@ -19,12 +20,13 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from mascot.errors import ConfigError
 from mascot.train.configs import STEPS
 from mascot.train.recipes import list_recipes, load_recipe
 from mascot.train.progress import read_progress
+from mascot.train.stage2_config import STAGE2_STEPS, list_stage2_recipes, load_stage2_recipe
 from mascot.train.runcard import read_run_card
 
 # Metrics worth plotting per step, in display order (TRL / RewardTrainer log keys).
@@ -32,19 +34,47 @@ PLOT_METRICS = ("reward", "rewards/format_reward/mean", "persona_rm/raw_mean", "
                 "loss", "accuracy", "eval_accuracy", "completions/mean_length", "step_time")
 
 
+@dataclass(frozen=True)
+class Stage:
+    """What the launcher needs to know about one training stage."""
+
+    name: str
+    title: str
+    steps: tuple[str, ...]
+    list_recipes: Callable[[], list[str]]
+    load: Callable[[str, dict[str, Any]], Any]  # (recipe, overrides) -> config with `.out`
+    subdir: str = ""  # where progress.jsonl and train.log live inside the run folder
+
+
+STAGES: dict[str, Stage] = {
+    "stage1": Stage("stage1", "Stage 1: persona alignment (judge, pairs, reward model, GRPO speakers)", STEPS,
+                    list_recipes, load_recipe),
+    "stage2": Stage("stage2", "Stage 2: the director (states, GRPO on simulated conversations)", STAGE2_STEPS,
+                    list_stage2_recipes, load_stage2_recipe, subdir="stage2"),
+}
+
+
+def get_stage(name: str) -> Stage:
+    """The stage called `name`; raises ConfigError naming the valid stages."""
+    if name not in STAGES:
+        raise ConfigError(f"Unknown training stage {name!r}. Valid stages: {', '.join(STAGES)}.")
+    return STAGES[name]
+
+
 def build_command(recipe: str, *, max_steps: int | None = None, output: str | None = None, only: list[str] | None = None,
-                  overrides: dict[str, Any] | None = None, python: str | None = None) -> list[str]:
-    """The argv of one stage-1 run; validates the recipe and overrides first (raises ConfigError)."""
+                  overrides: dict[str, Any] | None = None, python: str | None = None, stage: str = "stage1") -> list[str]:
+    """The argv of one run of `stage`; validates the recipe and overrides first (raises ConfigError)."""
+    st = get_stage(stage)
     ov = {k: str(v) for k, v in (overrides or {}).items() if v not in (None, "")}
     if max_steps:
         ov["max_steps"] = str(max_steps)
     if output:
         ov["output_dir"] = output
-    load_recipe(recipe, ov)  # fail here, in the UI, rather than in the subprocess
+    st.load(recipe, ov)  # fail here, in the UI, rather than in the subprocess
     for s in only or []:
-        if s not in STEPS and not s.startswith("grpo:"):
-            raise ConfigError(f"Unknown step {s!r}. Valid steps: {', '.join(STEPS)}.")
-    argv = [python or sys.executable, "-m", "mascot", "train", "stage1", "--recipe", recipe, "--no-bars"]
+        if s not in st.steps and not (stage == "stage1" and s.startswith("grpo:")):
+            raise ConfigError(f"Unknown {stage} step {s!r}. Valid steps: {', '.join(st.steps)}.")
+    argv = [python or sys.executable, "-m", "mascot", "train", stage, "--recipe", recipe, "--no-bars"]
     if max_steps:
         argv += ["--max-steps", str(int(max_steps))]
     if output:
@@ -57,11 +87,18 @@ def build_command(recipe: str, *, max_steps: int | None = None, output: str | No
     return argv
 
 
-def output_for(recipe: str, output: str | None, overrides: dict[str, Any] | None = None) -> Path:
+def output_for(recipe: str, output: str | None, overrides: dict[str, Any] | None = None, stage: str = "stage1") -> Path:
+    """The run folder a run of `stage` with these settings writes to."""
     ov = {k: str(v) for k, v in (overrides or {}).items() if v not in (None, "")}
     if output:
         ov["output_dir"] = output
-    return load_recipe(recipe, ov).out
+    return get_stage(stage).load(recipe, ov).out
+
+
+def progress_dir(run_dir: str | Path, stage: str = "stage1") -> Path:
+    """Where `stage` keeps progress.jsonl and train.log inside a run folder."""
+    sub = get_stage(stage).subdir
+    return Path(run_dir) / sub if sub else Path(run_dir)
 
 
 @dataclass
@@ -73,14 +110,15 @@ class Job:
     process: subprocess.Popen
     started: float = field(default_factory=time.time)
     stopped_by_user: bool = False
+    stage: str = "stage1"
 
     @property
     def progress_path(self) -> Path:
-        return self.output / "progress.jsonl"
+        return progress_dir(self.output, self.stage) / "progress.jsonl"
 
     @property
     def log_path(self) -> Path:
-        return self.output / "train.log"
+        return progress_dir(self.output, self.stage) / "train.log"
 
     @property
     def running(self) -> bool:
@@ -110,26 +148,26 @@ class TrainingJobs:
         self._lock = threading.Lock()
 
     def start(self, recipe: str, *, max_steps: int | None = None, output: str | None = None,
-              only: list[str] | None = None, overrides: dict[str, Any] | None = None) -> Job:
+              only: list[str] | None = None, overrides: dict[str, Any] | None = None, stage: str = "stage1") -> Job:
         with self._lock:
             if self.job is not None and self.job.running:
                 raise ConfigError(f"A training run is already in progress ({self.job.output}); stop it first.")
             ov = dict(overrides or {})
             ov.setdefault("checkpoints_dir", str(self.checkpoints_dir))
-            argv = build_command(recipe, max_steps=max_steps, output=output, only=only, overrides=ov)
-            out = output_for(recipe, output, ov)
+            argv = build_command(recipe, max_steps=max_steps, output=output, only=only, overrides=ov, stage=stage)
+            out = output_for(recipe, output, ov, stage)
             if not out.is_absolute():
                 out = self.cwd / out
-            out.mkdir(parents=True, exist_ok=True)
+            progress_dir(out, stage).mkdir(parents=True, exist_ok=True)
             env = {**os.environ, **(self.env or {}), "PYTHONUNBUFFERED": "1", "HF_HUB_OFFLINE": "1"}
             env["PYTHONPATH"] = os.pathsep.join(p for p in (str(self.cwd), env.get("PYTHONPATH", "")) if p)
-            log = (out / "train.log").open("ab")
+            log = (progress_dir(out, stage) / "train.log").open("ab")
             log.write(f"\n$ {' '.join(argv)}\n".encode())
             log.flush()
             proc = subprocess.Popen(argv, cwd=self.cwd, env=env, stdout=log, stderr=subprocess.STDOUT,
                                     stdin=subprocess.DEVNULL, start_new_session=True)
             log.close()
-            self.job = Job(argv, out, proc)
+            self.job = Job(argv, out, proc, stage=stage)
             return self.job
 
     def stop(self, timeout: float = 10.0) -> bool:
@@ -238,8 +276,8 @@ def run_summary_rows(cards: list[dict[str, Any]]) -> list[list[Any]]:
     return rows
 
 
-__all__ = ["PLOT_METRICS", "Job", "TrainingJobs", "build_command", "finished_runs", "list_recipes", "metric_points",
-           "output_for", "read_progress", "run_summary_rows", "status_rows", "tail"]
+__all__ = ["PLOT_METRICS", "STAGES", "Job", "Stage", "TrainingJobs", "build_command", "finished_runs", "get_stage",
+           "list_recipes", "metric_points", "output_for", "progress_dir", "read_progress", "run_summary_rows", "status_rows", "tail"]
 
 
 def curve_images(run_dir: str | Path) -> list[str]:
