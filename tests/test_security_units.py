@@ -74,6 +74,7 @@ def test_password_hashes_are_salted_and_verified() -> None:
 
 def test_users_file_and_checker(tmp_path: Path) -> None:
     import asyncio
+    from concurrent.futures import ThreadPoolExecutor
 
     users = tmp_path / "users.txt"
     add_user(users, "ada", "analytical-1")
@@ -83,8 +84,12 @@ def test_users_file_and_checker(tmp_path: Path) -> None:
     assert "new-password-2" not in users.read_text()
     check = admin_checker(Settings(admin_users_file=str(users)))
     assert check is not None
-    assert asyncio.run(check("ada", "new-password-2")) and not asyncio.run(check("ada", "analytical-1"))
-    assert not asyncio.run(check("eve", "new-password-2"))
+    def run(coro):  # in a thread of its own: a session-wide browser fixture may hold this thread's event loop
+        with ThreadPoolExecutor(1) as pool:
+            return pool.submit(asyncio.run, coro).result()
+
+    assert run(check("ada", "new-password-2")) and not run(check("ada", "analytical-1"))
+    assert not run(check("eve", "new-password-2"))
     assert admin_checker(Settings()) is None  # nothing configured: the admin app is disabled
     with pytest.raises(AdminAuthError, match="at least 8"):
         admin_checker(Settings(admin_password="short"))

@@ -46,6 +46,24 @@ def random_lora(hf_model: Any, out: Path, targets: list[str], seed: int, std: fl
     return out
 
 
+def scaled_adapter(src: Path, out: Path, factor: float) -> Path:
+    """A copy of the PEFT folder `src` whose effect is `factor` times larger (lora_alpha scaled, weights kept).
+
+    Why: llama.cpp runs the Q4_1 base with 8-bit activations, which adds noise of about 0.2 (std) to any
+    logit change. A weakly trained adapter (the re-shipped tiny-cpu speakers change logits by about 0.35)
+    is then measured against that floor rather than against the converter; scaling its effect tests the
+    same tensors, names and permutation at a signal-to-noise ratio where a wrong mapping would show."""
+    import json
+    import shutil
+
+    shutil.copytree(src, out, dirs_exist_ok=True)
+    cfg_path = out / "adapter_config.json"
+    cfg = json.loads(cfg_path.read_text(encoding="utf-8"))
+    cfg["lora_alpha"] = cfg["lora_alpha"] * factor
+    cfg_path.write_text(json.dumps(cfg), encoding="utf-8")
+    return out
+
+
 def hf_delta(hf_model: Any, adapter_dir: Path, tokens: list[int]) -> np.ndarray:
     """transformers+peft logits minus base logits at every position of `tokens`."""
     import torch
