@@ -3,7 +3,7 @@ action/tone generation) against the prompted director and the rule-based ones, o
 (the test seeker scripts' openings, and the same after one persona replied). The first decision of a round
 is added in full to the first token of the chat turn; the target is <= 0.5 s added.
 
-    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/director_latency.py [--run tiny-cpu] [--limit 12] [--threads 1]
+    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/director_latency.py [--backend auto] [--run tiny-cpu] [--limit 12] [--threads 1]
         [--detail-tokens 24] [--json benchmarks/results/director_latency.json]
 """
 
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import torch
 
-from mascot.backends.hf import TransformersBackend
+from mascot.backends import load_backend
 from mascot.dialogue import Turn
 from mascot.director import DirectorState, make_director
 from mascot.engine import Engine, EngineConfig
@@ -35,14 +35,15 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--run", default="tiny-cpu")
     ap.add_argument("--limit", type=int, default=12, help="held-out scripts (2 states each)")
-    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--threads", type=int, default=1, help="torch threads (the transformers backend)")
+    ap.add_argument("--backend", default="auto", help="auto (llamacpp on CPU, as the chat) | transformers | ...")
     ap.add_argument("--detail-tokens", type=int, default=24, help="token budget of the action + tone (0: persona defaults, scoring only)")
     ap.add_argument("--modes", default="trained,prompted,round-robin,random")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     pack = load_pack("emotional-support")
-    backend = TransformersBackend("embedded")
+    backend = load_backend(args.backend, model="embedded")
     engine = Engine(EngineConfig(), backend, run_dir=Path("checkpoints") / args.run)
     engine.attach_adapters(pack)
     states = []
