@@ -16,7 +16,6 @@ import statistics
 import time
 from pathlib import Path
 
-import torch
 
 from mascot.backends import load_backend
 from mascot.dialogue import Turn
@@ -41,9 +40,11 @@ def main() -> int:
     ap.add_argument("--modes", default="trained,prompted,round-robin,random")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
-    torch.set_num_threads(args.threads)
     pack = load_pack("emotional-support")
-    backend = load_backend(args.backend, model="embedded")
+    backend = load_backend(args.backend, model="embedded")  # before torch: llama.cpp's OpenMP keeps its own policy
+    import torch
+
+    torch.set_num_threads(args.threads)
     engine = Engine(EngineConfig(), backend, run_dir=Path("checkpoints") / args.run)
     engine.attach_adapters(pack)
     states = []
