@@ -13,7 +13,7 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -158,3 +158,35 @@ def make_trainer_callback(log: ProgressLog, step: str, total: int | None = None)
                 log.event(step, "metrics", done=state.global_step, total=total or state.max_steps, metrics=logs)
 
     return _ProgressCallback()
+
+
+def skip_finished(progress: "ProgressLog", manifest: "Manifest", step: str, redo: bool, tag: str) -> bool:
+    """True (and the skip recorded) when `step` finished in an earlier invocation and is not to be redone:
+    the resume rule shared by both training stages."""
+    if not manifest.done(step) or redo:
+        return False
+    progress.event(step, "skipped", message="finished earlier (use --redo to run it again)")
+    print(f"[{tag}] {step}: already done, skipped")
+    return True
+
+
+def run_timed_step(progress: "ProgressLog", step: str, func: Callable[[], dict[str, Any]], tag: str) -> dict[str, Any]:
+    """Run one pipeline step between 'started' and its metrics (with `seconds`); a failure is recorded as
+    'failed' in progress.jsonl (so the Train tab shows it) and re-raised."""
+    import logging
+    import traceback
+
+    from mascot.errors import ConfigError
+
+    progress.event(step, "started")
+    print(f"[{tag}] {step}: started")
+    t0 = time.time()
+    try:
+        metrics = func()
+    except BaseException as exc:
+        progress.event(step, "failed", message=f"{type(exc).__name__}: {exc}"[:2000])
+        if not isinstance(exc, (ConfigError, KeyboardInterrupt)):
+            logging.getLogger(__name__).debug(traceback.format_exc())
+        raise
+    metrics["seconds"] = round(time.time() - t0, 1)
+    return metrics

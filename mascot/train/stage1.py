@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import logging
 import time
-import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,7 +21,16 @@ from mascot.checkpoints import reward_model_dir, speakers_dir
 from mascot.errors import ConfigError
 from mascot.personas import Persona, PersonaPack, load_pack
 from mascot.train.configs import STEPS, Stage1Config, world_size
-from mascot.train.progress import Manifest, ProgressLog, read_jsonl, read_progress, write_json, write_jsonl
+from mascot.train.progress import (
+    Manifest,
+    ProgressLog,
+    read_jsonl,
+    read_progress,
+    run_timed_step,
+    skip_finished,
+    write_json,
+    write_jsonl,
+)
 
 log = logging.getLogger(__name__)
 DATA_STEPS = ("generate", "judge", "pairs")
@@ -372,21 +380,9 @@ def main(cfg: Stage1Config, only: list[str] | None = None, redo: list[str] | Non
     ran: list[str] = []
     for step in steps:
         redo_step = step in run.cache["redo"] or (step == "grpo" and any(r.startswith("grpo:") for r in run.cache["redo"]))
-        if run.manifest.done(step) and not redo_step:
-            run.progress.event(step, "skipped", message="finished earlier (use --redo to run it again)")
-            print(f"[stage1] {step}: already done, skipped")
+        if skip_finished(run.progress, run.manifest, step, redo_step, "stage1"):
             continue
-        run.progress.event(step, "started")
-        print(f"[stage1] {step}: started")
-        t0 = time.time()
-        try:
-            metrics = STEP_FUNCS[step](run)
-        except BaseException as exc:
-            run.progress.event(step, "failed", message=f"{type(exc).__name__}: {exc}"[:2000])
-            if not isinstance(exc, (ConfigError, KeyboardInterrupt)):
-                log.debug(traceback.format_exc())
-            raise
-        metrics["seconds"] = round(time.time() - t0, 1)
+        metrics = run_timed_step(run.progress, step, lambda: STEP_FUNCS[step](run), "stage1")
         ran.append(step)
         if not metrics.pop("_complete", True):  # some GRPO adapters were left for another invocation
             run.progress.event(step, "progress", message="some adapters are not trained yet")

@@ -26,7 +26,7 @@ from typing import Any
 from mascot.checkpoints import director_adapter_dir
 from mascot.errors import ConfigError
 from mascot.personas import PersonaPack, load_pack
-from mascot.train.progress import Manifest, ProgressLog, read_jsonl, write_json, write_jsonl
+from mascot.train.progress import Manifest, ProgressLog, read_jsonl, run_timed_step, skip_finished, write_json, write_jsonl
 from mascot.train.stage2_config import STAGE2_STEPS, Stage2Config, build_stage2_grpo_config, director_lora_config
 
 
@@ -349,19 +349,9 @@ def main(cfg: Stage2Config, only: list[str] | None = None, redo: list[str] | Non
     run.progress.event("run", "started", metrics={"recipe": cfg.recipe, "steps": ",".join(steps), "stage": 2})
     t_start = time.time()
     for step in steps:
-        if run.manifest.done(step) and step not in redo_set:
-            run.progress.event(step, "skipped", message="finished earlier (use --redo to run it again)")
-            print(f"[stage2] {step}: already done, skipped")
+        if skip_finished(run.progress, run.manifest, step, step in redo_set, "stage2"):
             continue
-        run.progress.event(step, "started")
-        print(f"[stage2] {step}: started")
-        t0 = time.time()
-        try:
-            metrics = STEP_FUNCS[step](run)
-        except BaseException as exc:
-            run.progress.event(step, "failed", message=f"{type(exc).__name__}: {exc}"[:2000])
-            raise
-        metrics["seconds"] = round(time.time() - t0, 1)
+        metrics = run_timed_step(run.progress, step, lambda: STEP_FUNCS[step](run), "stage2")
         run.manifest.mark(step, metrics=metrics)
         run.progress.event(step, "done", metrics={k: v for k, v in metrics.items() if k not in ("curve",)})
         print(f"[stage2] {step}: done in {metrics['seconds']} s")
