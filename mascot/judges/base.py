@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from mascot.dialogue import Dialogue
 from mascot.personas import Persona
@@ -46,13 +47,14 @@ class Verdict:
     error: str = ""
     raw: str = ""
     meta: dict[str, object] = field(default_factory=dict)
+    criteria: ClassVar[dict[str, str]] = CRITERIA  # what `aggregate` averages (the group judge has its own)
 
     @property
     def aggregate(self) -> float:
-        """Unweighted mean of the five criteria; NaN for an invalid verdict."""
+        """Unweighted mean of the criteria; NaN for an invalid verdict."""
         if not self.valid or not self.scores:
             return math.nan
-        return sum(self.scores[k] for k in CRITERIA) / len(CRITERIA)
+        return sum(self.scores[k] for k in self.criteria) / len(self.criteria)
 
     @classmethod
     def invalid(cls, error: str, raw: str = "") -> "Verdict":

@@ -26,10 +26,10 @@ Offline signals (each documented in docs/stage2.md; embeddings are the bundled a
 from __future__ import annotations
 
 import json
-import math
 import re
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
@@ -82,11 +82,7 @@ class GroupBlock:
 class GroupVerdict(Verdict):
     """A group judge's 1-5 scores on GROUP_CRITERIA (or why there are none)."""
 
-    @property
-    def aggregate(self) -> float:
-        if not self.valid or not self.scores:
-            return math.nan
-        return sum(self.scores[k] for k in GROUP_CRITERIA) / len(GROUP_CRITERIA)
+    criteria: ClassVar[dict[str, str]] = GROUP_CRITERIA
 
     @property
     def score_100(self) -> float:

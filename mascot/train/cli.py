@@ -26,6 +26,11 @@ class _OverrideParser(argparse.ArgumentParser):
         return ns, []
 
 
+def split_list(text: str | None) -> list[str] | None:
+    """`a, b,c` -> ["a", "b", "c"]; None or empty -> None (all steps)."""
+    return [x.strip() for x in text.split(",") if x.strip()] if text else None
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     sub = p.add_subparsers(dest="stage", required=True, parser_class=_OverrideParser)
     s1 = sub.add_parser("stage1", help="persona-aware behavioural alignment: judge -> pairs -> RM -> GRPO speakers",
@@ -78,10 +83,9 @@ def main_stage2(args: argparse.Namespace) -> int:
     if args.print_config:
         print(json.dumps(cfg.to_dict(), indent=2, default=str))
         return 0
-    split = lambda s: [x.strip() for x in s.split(",") if x.strip()] if s else None  # noqa: E731
     from mascot.train.stage2 import main as run_stage2
 
-    card = run_stage2(cfg, only=split(args.only), redo=split(args.redo), show_bars=not args.no_bars and sys.stderr.isatty())
+    card = run_stage2(cfg, only=split_list(args.only), redo=split_list(args.redo), show_bars=not args.no_bars and sys.stderr.isatty())
     print(f"[stage2] run card: {cfg.stage_dir / 'run_card.json'}; adapter: {cfg.out / 'director'}")
     s = (card.get("grpo") or {}).get("summary") or {}
     for key in ("reward", "rewards/group_reward/mean", "rewards/format_reward/mean"):
@@ -123,10 +127,9 @@ def main(args: argparse.Namespace) -> int:
     if args.print_config:
         print(json.dumps(cfg.to_dict(), indent=2, default=str))
         return 0
-    split = lambda s: [x.strip() for x in s.split(",") if x.strip()] if s else None  # noqa: E731
     from mascot.train.stage1 import main as run_stage1
 
-    card = run_stage1(cfg, only=split(args.only), redo=split(args.redo), show_bars=not args.no_bars and sys.stderr.isatty())
+    card = run_stage1(cfg, only=split_list(args.only), redo=split_list(args.redo), show_bars=not args.no_bars and sys.stderr.isatty())
     print(f"[stage1] run card: {cfg.out / 'run_card.json'}")
     rm = card.get("reward_model") or {}
     if rm.get("eval_accuracy") is not None:
