@@ -1,10 +1,10 @@
-"""Director decision time on CPU, per decision: the trained director (constrained speaker scoring plus the
-action/tone generation) against the prompted director and the rule-based ones, on held-out dialogue states
+"""Director decision time on CPU, per decision: the trained director (constrained speaker scoring, then the
+action and tone: chosen from the persona's menu by scoring, the chat's default; or written as free text) against the prompted director and the rule-based ones, on held-out dialogue states
 (the test seeker scripts' openings, and the same after one persona replied). The first decision of a round
 is added in full to the first token of the chat turn; the target is <= 0.5 s added.
 
     HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/director_latency.py [--backend auto] [--run tiny-cpu] [--limit 12] [--threads 1]
-        [--detail-tokens 24] [--json benchmarks/results/director_latency.json]
+        [--details choose,generate,default] [--json benchmarks/results/director_latency.json]
 """
 
 from __future__ import annotations
@@ -36,7 +36,8 @@ def main() -> int:
     ap.add_argument("--limit", type=int, default=12, help="held-out scripts (2 states each)")
     ap.add_argument("--threads", type=int, default=1, help="torch threads (the transformers backend)")
     ap.add_argument("--backend", default="auto", help="auto (llamacpp on CPU, as the chat) | transformers | ...")
-    ap.add_argument("--detail-tokens", type=int, default=24, help="token budget of the action + tone (0: persona defaults, scoring only)")
+    ap.add_argument("--details", default="choose,generate,default",
+                    help="how the LLM directors fill the action and tone (each measured): choose | generate | default")
     ap.add_argument("--modes", default="trained,prompted,round-robin,random")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
@@ -55,11 +56,16 @@ def main() -> int:
         d2.add(Turn("Anchor", "That sounds really hard, and it makes sense you feel this way."))
         states.append(DirectorState(d2, pack.active, 0))
     results: dict[str, object] = {"run": args.run, "states": len(states), "threads": args.threads,
-                                  "loadavg_1min": round(os.getloadavg()[0], 2), "adapters": sorted(backend.adapters), "modes": {}}
+                                  "loadavg_1min": round(os.getloadavg()[0], 2), "adapters": sorted(backend.adapters),
+                                  "backend": f"{backend.info().kind}: {backend.info().model}", "modes": {}}
+    runs = []
     for mode in [m.strip() for m in args.modes.split(",") if m.strip()]:
+        llm = mode in ("trained", "prompted")
+        runs += [(mode, d) for d in args.details.split(",")] if llm else [(mode, None)]
+    for mode, details in runs:
         director = make_director(mode, backend)
-        if hasattr(director, "detail_tokens"):
-            director.detail_tokens = args.detail_tokens
+        if details:
+            director.details = details  # type: ignore[attr-defined]
         director.decide(states[0])  # warm-up
         times, first = [], []
         for i, st in enumerate(states):
@@ -72,8 +78,9 @@ def main() -> int:
         row = {"median_s": round(statistics.median(times), 3), "p95_s": round(pct(times, 0.95), 3),
                "first_decision_median_s": round(statistics.median(first), 3), "first_decision_p95_s": round(pct(first, 0.95), 3),
                "n": len(times)}
-        results["modes"][mode] = row  # type: ignore[index]
-        print(f"{mode:<12} per decision median {row['median_s']:.3f} s, p95 {row['p95_s']:.3f} s; "
+        label = f"{mode} ({details})" if details else mode
+        results["modes"][label] = row  # type: ignore[index]
+        print(f"{label:<22} per decision median {row['median_s']:.3f} s, p95 {row['p95_s']:.3f} s; "
               f"added to first token median {row['first_decision_median_s']:.3f} s, p95 {row['first_decision_p95_s']:.3f} s")
     results["loadavg_1min_after"] = round(os.getloadavg()[0], 2)
     print(f"(1-min load average {results['loadavg_1min']} -> {results['loadavg_1min_after']}; {args.threads} torch thread(s))")

@@ -1,17 +1,22 @@
 """How closely the project's PEFT -> GGUF LoRA converter reproduces peft (issue 8, correctness).
 
-For each shipped tiny-cpu speaker adapter and for random-initialised LoRAs (all projections; q/k only),
-the logit change (adapter minus base) on a fixed prompt under transformers+peft (float32) is correlated
-with the change under llama.cpp with the converted adapter (Q4_1 base). Weak adapters are limited by
-llama.cpp's quantisation noise (about 0.2 std on the logit change), so each shipped adapter is also measured
-with its effect scaled x4 (`scaled_adapter`). The q/k-only LoRA is also
+For each shipped tiny-cpu adapter (the three speakers and the director) and for random-initialised LoRAs
+(all projections; q/k only), the logit change (adapter minus base) on a fixed prompt under transformers+peft
+(float32) is correlated with the change under llama.cpp with the converted adapter. Three llama.cpp weight
+formats of the same model:
+- `f32`: the embedded model's exact de-quantised values (what transformers computes with), so llama.cpp
+  and peft differ only by the converter and arithmetic order: this isolates the converter;
+- `q8_0` (the backend's default) and `native` (the Q4_1 file as served): llama.cpp's quantised kernels also
+  round the activations to 8 bits, a noise of about 0.2 std on the logit change, which weak adapters sit near.
+Each shipped adapter is also measured with its effect scaled x4 (`scaled_adapter`), and the q/k-only LoRA is
 converted without the llama.cpp q/k head permutation, to show what the permutation is for.
 
-    HF_HUB_OFFLINE=1 PYTHONPATH=. .venv/bin/python benchmarks/llamacpp_lora_agreement.py
+    HF_HUB_OFFLINE=1 PYTHONPATH=. .venv/bin/python benchmarks/llamacpp_lora_agreement.py [--weights f32,q8_0,native]
 """
 
 from __future__ import annotations
 
+import argparse
 import tempfile
 from pathlib import Path
 from unittest import mock
@@ -20,29 +25,48 @@ import mascot.backends.llamacpp_lora as conv
 from mascot.backends.llamacpp import LlamaCppBackend
 from mascot.backends.llamacpp_check import load_hf_base, logit_change_correlation, random_lora, scaled_adapter
 
-SPEAKERS = Path(__file__).resolve().parents[1] / "checkpoints" / "tiny-cpu" / "speakers"
+RUN = Path(__file__).resolve().parents[1] / "checkpoints" / "tiny-cpu"
 ALL = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 
 
+def shipped() -> list[tuple[str, Path]]:
+    out = [(f"speaker {d.name}", d) for d in sorted((RUN / "speakers").iterdir()) if (d / "adapter_config.json").exists()]
+    if (RUN / "director" / "adapter_config.json").exists():
+        out.append(("director", RUN / "director"))
+    return out
+
+
 def main() -> None:
-    llm = LlamaCppBackend("embedded", n_ctx=1024, n_seq=1)
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--weights", default="f32,q8_0,native")
+    args = ap.parse_args()
     hf = load_hf_base()
-    rows: list[tuple[str, float]] = []
+    formats = [w.strip() for w in args.weights.split(",") if w.strip()]
+    table: dict[str, dict[str, float]] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        for d in sorted(SPEAKERS.iterdir()):
-            rows.append((f"tiny-cpu {d.name}", logit_change_correlation(llm, hf, d, d.name)))
-            strong = scaled_adapter(d, Path(tmp) / f"{d.name}-x4", 4.0)
-            rows.append((f"tiny-cpu {d.name}, effect x4 (lora_alpha x4)", logit_change_correlation(llm, hf, strong, f"{d.name}-x4")))
         every = random_lora(hf, Path(tmp) / "all", ALL, seed=0)
         qk = random_lora(hf, Path(tmp) / "qk", ["q_proj", "k_proj"], seed=1)
-        rows.append(("random LoRA, all projections", logit_change_correlation(llm, hf, every, "all")))
-        rows.append(("random LoRA, q/k only", logit_change_correlation(llm, hf, qk, "qk")))
-        with mock.patch.object(conv, "permute_rows", lambda w, n_head: w):
-            bad = conv.convert_lora(qk, llm.shape, out_dir=Path(tmp) / "noperm")
-        rows.append(("random LoRA, q/k only, WITHOUT the permutation", logit_change_correlation(llm, hf, bad, "bad", peft_dir=qk)))
-    print("| adapter | logit-change correlation (peft vs llama.cpp) |\n|---|---|")
-    for name, r in rows:
-        print(f"| {name} | {r:.4f} |")
+        for weights in formats:
+            llm = LlamaCppBackend("embedded", n_ctx=1024, n_seq=1, weights=weights)
+
+            def put(row: str, value: float) -> None:
+                table.setdefault(row, {})[weights] = value
+
+            for name, d in shipped():
+                put(f"tiny-cpu {name}", logit_change_correlation(llm, hf, d, f"{weights}-{d.name}"))
+                strong = scaled_adapter(d, Path(tmp) / f"{weights}-{d.name}-x4", 4.0)
+                put(f"tiny-cpu {name}, effect x4", logit_change_correlation(llm, hf, strong, f"{weights}-{d.name}-x4"))
+            put("random LoRA, all projections", logit_change_correlation(llm, hf, every, f"{weights}-all"))
+            put("random LoRA, q/k only", logit_change_correlation(llm, hf, qk, f"{weights}-qk"))
+            with mock.patch.object(conv, "permute_rows", lambda w, n_head: w):
+                bad = conv.convert_lora(qk, llm.shape, out_dir=Path(tmp) / f"noperm-{weights}")
+            put("random LoRA, q/k only, WITHOUT the permutation",
+                logit_change_correlation(llm, hf, bad, f"{weights}-bad", peft_dir=qk))
+            del llm
+    print("logit-change correlation, peft vs llama.cpp, by llama.cpp weight format")
+    print("| adapter | " + " | ".join(formats) + " |\n|---|" + "---|" * len(formats))
+    for row, vals in table.items():
+        print(f"| {row} | " + " | ".join(f"{vals.get(w, float('nan')):.4f}" for w in formats) + " |")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """CPU chat speed, side by side in one run (issue 8): plain llama-cpp-python (no adapter, the reference),
-the project's llamacpp backend with the persona adapters switching every turn, and the transformers
-bf16 backend. Each runs in its own process (own OpenMP runtime and peak RSS), on the same prompts.
+the project's llamacpp backend with the persona adapters switching every turn (its default Q8_0 weights,
+re-encoded once from the embedded Q4_1 file, and `llamacpp-native` serving the Q4_1 file as it is), and the
+transformers bf16 backend. Each runs in its own process (own OpenMP runtime and peak RSS), on the same prompts.
 
 Reported per engine:
 - first token: user message -> first streamed speaker token, the LLM director's decision included;
@@ -8,7 +9,8 @@ Reported per engine:
   same against plain llama-cpp-python interleaved prompt by prompt in one process (robust to load swings);
 - the whole group turn with the LLM director (`--mode prompted`, it picks how many speak) and the whole
   three-speaker group turn (round-robin director: three speakers, no director call);
-- batched generation throughput vs one-at-a-time (16 speaker prompts, 48 tokens each);
+- batched generation throughput vs one-at-a-time (16 speaker prompts through one adapter, the speakers'
+  own sampling settings and 64-token budget; one-at-a-time reuses each call's cached persona prefix);
 - peak RSS with all persona adapters loaded.
 Targets: decode >= 0.85x plain, first token <= 0.5 s, group turn <= 4 s, batched >= 2x one-at-a-time.
 
@@ -65,7 +67,9 @@ def load(kind: str, threads: int | None) -> tuple[Any, Any]:
     from mascot.engine import Engine, EngineConfig
     from mascot.personas import load_pack
 
-    backend = load_backend(kind, model="embedded", dtype="bfloat16", device="cpu", threads=threads)
+    weights = "native" if kind == "llamacpp-native" else None
+    kind = "llamacpp" if kind == "llamacpp-native" else kind
+    backend = load_backend(kind, model="embedded", dtype="bfloat16", device="cpu", threads=threads, weights=weights)
     engine = Engine(EngineConfig(backend=kind), backend, run_dir=find_run(str(ROOT / "checkpoints")))
     warnings = engine.attach_adapters(load_pack("emotional-support"))
     if warnings:
@@ -150,7 +154,7 @@ def measure(kind: str, rounds: int, mode: str, threads: int | None) -> dict[str,
     print(f"  {kind}: decode done ({statistics.median(rates):.1f} tok/s)", file=sys.stderr, flush=True)
     row: dict[str, Any] = {"kind": kind, "speaker_prompt_first_token_s": statistics.median(firsts),
                            "decode_tok_s": statistics.median(rates)}
-    if kind == "llamacpp":  # the same comparison interleaved prompt by prompt, so load swings hit both alike
+    if kind.startswith("llamacpp"):  # the same comparison interleaved prompt by prompt, so load swings hit both alike
         plain, _ = load("plain", obj.threads)
         pairs = [(decode_rates("plain", plain, [p], decode)[1], decode_rates(kind, obj, [p], decode)[1]) for p in prompts[:6]]
         pairs = [(a[0], b[0]) for a, b in pairs if a and b]
@@ -168,11 +172,12 @@ def measure(kind: str, rounds: int, mode: str, threads: int | None) -> dict[str,
         print(f"  {kind}: group turns done ({row['group_turn_s']:.1f} s)", file=sys.stderr, flush=True)
         from mascot.speaker import Speaker
 
-        engine_params = Speaker(obj).params.with_(max_new_tokens=48, stop=())
+        engine_params = Speaker(obj).params.with_(stop=())  # the speakers' sampling and budget, no early stop
         row.update(batched(obj, speaker_prompts(16, "anchor"), engine_params))
         row["threads"] = getattr(obj, "threads", None) or __import__("torch").get_num_threads()
         row["calibration_steps_per_s"] = getattr(obj, "calibration", {})
     row["adapters"] = len(getattr(obj, "adapters", {}))
+    row["weights"] = getattr(obj, "weights", "Q4_1 file" if kind == "plain" else "bf16")
     row["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return row
 
@@ -194,7 +199,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rounds", type=int, default=3, help="measured group turns per engine")
     ap.add_argument("--mode", default="prompted", help="director mode for group turns (an LLM director)")
-    ap.add_argument("--engines", default="llamacpp,plain,transformers")
+    ap.add_argument("--engines", default="llamacpp,plain,llamacpp-native,transformers")
     ap.add_argument("--threads", type=int, default=None, help="llama.cpp decode threads (default: calibrated)")
     ap.add_argument("--only", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--out", default=None, help=argparse.SUPPRESS)
@@ -212,7 +217,7 @@ def main() -> None:
         rows.append(row)
         print(f"{kind}: {row}", flush=True)
     plain = next((r for r in rows if r["kind"] == "plain"), None)
-    cols = ["kind", "threads", "adapters", "decode_tok_s", "speaker_prompt_first_token_s", "first_token_s",
+    cols = ["kind", "weights", "threads", "adapters", "decode_tok_s", "speaker_prompt_first_token_s", "first_token_s",
             "group_turn_s", "speakers_per_turn", "rr_first_token_s", "rr_group_turn_s", "rr_speakers_per_turn", "one_at_a_time_tok_s", "batched_tok_s", "batched_speedup", "peak_rss_mb"]
     print(f"\nload average before: {load_before}, after: {os.getloadavg()} ({os.cpu_count()} CPUs)")
     print("| " + " | ".join(cols) + " | decode vs plain |\n|" + "---|" * (len(cols) + 1))

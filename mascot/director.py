@@ -265,10 +265,18 @@ class LLMDirector(Director):
 
     With `constrained=True` (what `make_director` builds for the chat) the speaker is chosen by scoring every allowed continuation of
     `{"speaker": "` (the allowed personas' names, plus `none` once the director may yield) under the
-    model, so the directive names a valid persona every time; the action and tone are then generated
-    after `{"speaker": "<name>", "action": "`. A backend that cannot score falls back (logged, once)
-    to generate-and-validate: free generation, parsing and the deterministic fallback.
+    model, so the directive names a valid persona every time. The action and tone follow (`details`):
+    - `choose` (default): the model scores the persona's action menu after `{"speaker": "<name>", "action": "`,
+      then its tone menu after the chosen action (`Persona.action_options`, `tone_options`; mean log-probability
+      per token, so long options are not penalised). Three scoring passes, no sampling: a valid, meaningful
+      directive at about a quarter of the time of writing one (benchmarks/director_latency.py).
+    - `generate`: free text, up to `detail_tokens` tokens, after the same prefix (what Stage-2 GRPO samples).
+    - `default`: the persona's default action and tone (one scoring pass).
+    A backend that cannot score falls back (logged, once) to generate-and-validate: free generation,
+    parsing and the deterministic fallback.
     """
+
+    DETAILS = ("choose", "generate", "default")
 
     def __init__(
         self,
@@ -280,6 +288,7 @@ class LLMDirector(Director):
         min_speakers: int = 1,
         constrained: bool = False,
         detail_tokens: int = 24,
+        details: str = "choose",
     ) -> None:
         super().__init__(max_speakers, allow_repeat, min_speakers)
         self.backend = backend
@@ -287,7 +296,10 @@ class LLMDirector(Director):
         self.mode = "trained" if adapter else "prompted"
         self.params = params or GenerationParams(max_new_tokens=40, temperature=0.7, top_p=0.9, stop=("}",))
         self.constrained = constrained
+        if details not in self.DETAILS:
+            raise unknown_name("director details", details, self.DETAILS)
         self.detail_tokens = detail_tokens
+        self.details = details
         self._warned = False
 
     def propose_batch(self, states: list[DirectorState]) -> list[tuple[Directive | None, str, str]]:
@@ -341,7 +353,7 @@ class LLMDirector(Director):
         if todo:
             chats = [director_messages(states[i].roster, states[i].dialogue, self.max_speakers, min_speakers=self.min_speakers) for i in todo]
             # one call per distinct prefill would serialise; the speaker name is part of each prompt instead
-            texts = self._details(chats, [choices[i][0] for i in todo], states[todo[0]].seed)
+            texts = self._details(chats, [choices[i][0] for i in todo], states[todo[0]].seed, [states[i].roster for i in todo])
             for i, text in zip(todo, texts):
                 name = choices[i][0]
                 raw = directive_prefill(name) + text
@@ -354,12 +366,17 @@ class LLMDirector(Director):
                 out[i] = (d, self.mode, raw)
         return [o for o in out if o is not None]
 
-    def _details(self, chats: list[Messages], names: list[str], seed: int) -> list[str]:
-        """Generate the action and tone after the chosen speaker (batched when the names agree). With
-        `detail_tokens <= 0` nothing is generated and the persona's default action and tone are used (the
-        fastest directive: one scoring pass)."""
+    def _details(self, chats: list[Messages], names: list[str], seed: int, rosters: list[list[Persona]] | None = None) -> list[str]:
+        """The action and tone after each chosen speaker, as the text that closes the directive's JSON."""
         texts = [""] * len(chats)
-        if self.detail_tokens <= 0:
+        if self.details == "default" or self.detail_tokens <= 0:
+            return texts
+        if self.details == "choose" and rosters is not None:
+            for i, (chat, name, roster) in enumerate(zip(chats, names, rosters)):
+                persona = next(p for p in roster if p.name == name)
+                action = self._pick(chat, directive_prefill(name), persona.action_options(), '", "tone": "')
+                tone = self._pick(chat, f'{directive_prefill(name)}{action}", "tone": "', persona.tone_options(), '"}')
+                texts[i] = f'{action}", "tone": "{tone}"}}'
             return texts
         by_name: dict[str, list[int]] = {}
         for i, n in enumerate(names):
@@ -369,6 +386,15 @@ class LLMDirector(Director):
             for i, c in zip(idx, self.backend.generate([chats[i] for i in idx], params, adapter=self.adapter)):
                 texts[i] = c.text
         return texts
+
+    def _pick(self, chat: Messages, prefill: str, options: list[str], closer: str) -> str:
+        """The option with the highest mean token log-probability after `prefill` (closed by `closer`)."""
+        if len(options) <= 1:
+            return options[0] if options else ""
+        conts = [o + closer for o in options]
+        scores = self.backend.score(chat, conts, self.params.with_(prefill=prefill), adapter=self.adapter)
+        means = [s / max(1, self.backend.count_tokens(c)) for s, c in zip(scores, conts)]
+        return options[max(range(len(options)), key=means.__getitem__)]
 
 
 YIELD = "none"

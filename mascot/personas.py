@@ -19,7 +19,7 @@ from mascot.errors import PersonaError
 PACKS_DIR = Path(__file__).parent / "packs"
 
 _REQUIRED = ("name", "role", "goal")
-_LIST_FIELDS = ("behaviours", "avoid", "examples")
+_LIST_FIELDS = ("behaviours", "avoid", "examples", "actions", "tones")
 
 
 @dataclass
@@ -40,6 +40,9 @@ class Persona:
     default_action: str = ""
     default_tone: str = ""
     aliases: list[str] = field(default_factory=list)
+    # the director's menu for this persona: it picks one action and one tone by scoring them (default first)
+    actions: list[str] = field(default_factory=list)
+    tones: list[str] = field(default_factory=list)
 
     @property
     def key(self) -> str:
@@ -57,6 +60,13 @@ class Persona:
             parts.append("Style: " + self.style)
         return " ".join(parts)
 
+    def action_options(self) -> list[str]:
+        """The actions the director may give this persona: the default, then the pack's menu (no repeats)."""
+        return _unique([self.default_action, *self.actions])
+
+    def tone_options(self) -> list[str]:
+        return _unique([self.default_tone, *self.tones])
+
     def matches(self, token: str) -> bool:
         """True if `token` names this persona (name, alias or role, case-insensitive)."""
         t = token.strip().strip("@*:\"'`.,").lower()
@@ -65,6 +75,15 @@ class Persona:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def _unique(items: list[str]) -> list[str]:
+    out: list[str] = []
+    for item in items:
+        item = item.strip()
+        if item and item not in out:
+            out.append(item)
+    return out
 
 
 @dataclass

@@ -37,6 +37,7 @@ def test_prompted_director_controls_count(es_pack):
     fb = FakeBackend(scorer=prefer("Catalyst", "none", "Beacon", "Anchor"))
     fb.enqueue('Ask why", "tone": "soft"}', "Why?", 'Cheer", "tone": "warm"}', "You can do it.")
     g = GroupChat(fb, es_pack.active, mode="prompted")
+    g.director.details = "generate"  # the action and tone as free text (what Stage-2 GRPO samples)
     turns = g.run(Dialogue(), "hello")
     assert [t.speaker for t in turns] == ["Catalyst", "Beacon"]
     assert (turns[0].directive.action, turns[0].directive.tone) == ("Ask why", "soft")

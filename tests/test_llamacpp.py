@@ -145,6 +145,40 @@ def test_auto_resolves_to_llamacpp_on_cpu_and_registry_lists_it(tiny_model_dir):
     assert isinstance(load_backend("llamacpp", model="embedded", dtype="auto", device="auto", n_seq=1, threads=1), LlamaCppBackend)
 
 
+# ---------------------------------------------------------------- weight formats
+def test_q8_0_weights_keep_the_models_predictions(llm):
+    """The default Q8_0 re-encoding of the Q4_1 file predicts like the file itself: logits correlate and the
+    greedy next token agrees at almost every position of a chat prompt."""
+    assert llm.weights == "q8_0" and llm.path != llm.source and llm.path.name.endswith("-q8_0-v1.gguf")
+    native = LlamaCppBackend("embedded", n_ctx=1024, n_seq=1, weights="native")
+    assert native.path == native.source
+    a, b = llm.logits(MSG, GREEDY), native.logits(MSG, GREEDY)
+    assert np.corrcoef(a.ravel(), b.ravel())[0, 1] >= 0.99
+    assert (a.argmax(-1) == b.argmax(-1)).mean() >= 0.9
+    assert LlamaCppBackend("embedded", n_ctx=1024, n_seq=1).path == llm.path  # converted once, then reused
+
+
+def test_unknown_weight_format_names_the_valid_ones():
+    with pytest.raises(BackendError, match="native, q8_0, f32"):
+        LlamaCppBackend("embedded", weights="q2_k")
+
+
+def test_score_groups_many_continuations_and_reuses_the_prompt(llm):
+    """More continuations than one scoring batch holds give the same numbers as scoring each alone, and the
+    next call with a longer prompt decodes only what was added."""
+    conts = [f"option {i}" for i in range(LlamaCppBackend.SCORE_SEQS + 5)]
+    p = GREEDY.with_(prefill='{"speaker": "')
+    together = llm.score(MSG, conts, p)
+    alone = [llm.score(MSG, [c], p)[0] for c in conts[:3]]
+    # llama.cpp picks its matrix kernels by batch size, so a 60-token batch rounds differently (about 1%)
+    assert together[:3] == pytest.approx(alone, rel=0.02)
+    assert together[-3:] == pytest.approx([llm.score(MSG, [c], p)[0] for c in conts[-3:]], rel=0.02)
+    longer = MSG + [{"role": "assistant", "content": "ok"}, {"role": "user", "content": "and now?"}]
+    cached = llm._score_cache[1]
+    llm.score(longer, conts[:2], p)
+    assert llm._score_cache[1][: len(cached) - 8] == cached[: len(cached) - 8]
+
+
 # ------------------------------------------------------------------------ errors
 def test_missing_and_corrupt_gguf(tmp_path):
     with pytest.raises(BackendError, match="does not exist"):
@@ -245,6 +279,17 @@ def test_shipped_adapter_changes_logits_like_peft(llm, hf_model, key, tmp_path):
     raw = logit_change_correlation(llm, hf_model, CKPT / key, f"raw-{key}")
     x4 = logit_change_correlation(llm, hf_model, scaled_adapter(CKPT / key, tmp_path / key, 4.0), f"x4-{key}")
     assert x4 >= 0.95 and raw >= 0.85, f"{key}: logit-change correlation x4 {x4:.3f} (>= 0.95), raw {raw:.3f} (>= 0.85)"
+
+
+@pytest.mark.slow
+def test_shipped_adapters_change_logits_like_peft_on_reference_weights(hf_model):
+    """On the exact de-quantised weights (`f32`), llama.cpp computes with the values transformers uses, so the
+    converted adapters must reproduce peft's logit change (>= 0.95) however weak their effect."""
+    ref = LlamaCppBackend("embedded", n_ctx=1024, n_seq=1, weights="f32")
+    run = CKPT.parent
+    folders = [CKPT / k for k in ("anchor", "beacon", "catalyst")] + [run / "director"]
+    got = {d.name: logit_change_correlation(ref, hf_model, d, f"ref-{d.name}") for d in folders}
+    assert all(r >= 0.95 for r in got.values()), got
 
 
 @pytest.mark.slow

@@ -28,9 +28,32 @@ def test_constrained_choice_offers_only_allowed_speakers(es_pack):
     d = make_director("prompted", fb)
     dec = d.decide(st(es_pack, [(USER, "hi"), ("Anchor", "I hear you.")]))
     # Anchor already spoke: it is not even offered; "none" is not offered before two replies
-    assert fb.score_calls[-1][1] == ['Catalyst"', 'Beacon"']
+    speaker_calls = [c for c in fb.score_calls if c[0].params.prefill == '{"speaker": "']
+    assert len(speaker_calls) == 1 and speaker_calls[0][1] == ['Catalyst"', 'Beacon"']
     assert dec.directive.speaker == "Catalyst" and dec.source == "prompted"
-    assert fb.score_calls[-1][0].params.prefill == '{"speaker": "'
+
+
+def test_action_and_tone_are_chosen_from_the_persona_menu(es_pack):
+    """`choose`: after the speaker, the model scores the persona's actions, then its tones after that action;
+    the directive carries the best of each (mean log-probability per token), with no generation."""
+    catalyst = es_pack.get("Catalyst")
+    want_action, want_tone = catalyst.action_options()[2], catalyst.tone_options()[1]
+
+    def scorer(messages, conts, params, adapter):
+        if params.prefill == '{"speaker": "':
+            return [0.0 if c.startswith("Catalyst") else -9.0 for c in conts]
+        if params.prefill.endswith('"action": "'):
+            return [-0.1 if c.startswith(want_action) else -4.0 for c in conts]
+        assert params.prefill.endswith(f'{want_action}", "tone": "'), params.prefill  # the tone follows the chosen action
+        return [-0.1 if c.startswith(want_tone) else -4.0 for c in conts]
+
+    fb = FakeBackend(scorer=scorer)
+    dec = make_director("prompted", fb).decide(st(es_pack, [(USER, "hi")]))
+    assert (dec.directive.speaker, dec.directive.action, dec.directive.tone) == ("Catalyst", want_action, want_tone)
+    assert fb.calls == [] and len(fb.score_calls) == 3
+    assert [c[1] for c in fb.score_calls[1:]] == [[a + '", "tone": "' for a in catalyst.action_options()],
+                                                  [t + '"}' for t in catalyst.tone_options()]]
+    assert json.loads(dec.raw)["action"] == want_action
 
 
 def test_valid_directive_every_time_whatever_the_scores(es_pack):
@@ -97,7 +120,7 @@ def test_trained_chat_answers_with_two_voices_and_honours_bounds_and_mentions(es
     assert g.director.mode == "trained"
     turns = g.run(Dialogue(), "I failed my driving test.")
     assert [t.speaker for t in turns] == ["Beacon", "Anchor"]  # wants to yield at once, but two voices first
-    assert {c.adapter for c in fb.calls if c.params.prefill.startswith('{"speaker"')} == {"director"}
+    assert {c[0].adapter for c in fb.score_calls} == {"director"}  # speaker, action and tone all scored by it
     one = GroupChat(fb, es_pack.active, mode="trained", max_speakers=1)
     assert len(one.run(Dialogue(), "hello")) == 1
     assert [t.speaker for t in g.run(Dialogue(), "@Catalyst what do you think?")] == ["Catalyst"]
@@ -138,7 +161,7 @@ def test_read_directive_and_format_levels(es_pack):
 def test_scoring_only_directive_uses_persona_defaults(es_pack):
     fb = FakeBackend(scorer=prefer("Beacon", "Anchor", "Catalyst"))
     director = make_director("prompted", fb)
-    director.detail_tokens = 0
+    director.details = "default"
     dec = director.decide(st(es_pack, [(USER, "hi")]))
     beacon = es_pack.get("Beacon")
     assert (dec.directive.speaker, dec.directive.action, dec.directive.tone) == ("Beacon", beacon.default_action, beacon.default_tone)

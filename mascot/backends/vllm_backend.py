@@ -47,7 +47,7 @@ class VLLMBackend(Backend):
     def generate(self, batch: Sequence[Messages], params: GenerationParams, adapter: str | None = None) -> list[Completion]:
         from vllm import SamplingParams
 
-        sp = SamplingParams(max_tokens=params.max_new_tokens, temperature=params.temperature, top_p=params.top_p,
+        sp = SamplingParams(max_tokens=params.max_new_tokens, temperature=params.temperature, top_p=params.top_p, top_k=params.top_k or -1,
                             seed=params.seed, stop=list(params.stop) or None, repetition_penalty=params.repetition_penalty)
         chats = [list(m) + ([{"role": "assistant", "content": params.prefill}] if params.prefill else []) for m in batch]
         outs = self.llm.chat(chats, sp, lora_request=self._lora(adapter), use_tqdm=False,

@@ -1,0 +1,99 @@
+"""Re-encode a GGUF model's low-bit weights once, for llama.cpp kernels that run faster on this CPU.
+
+Why: llama.cpp's CPU matrix kernels for the embedded model's Q4_1 weights process prompts at about 310
+tokens/s on 2 cores here, against about 670 for Q8_0, whose batched kernels (llamafile's tinyBLAS) handle
+several tokens per weight pass (`benchmarks/llamacpp_speed.py --weights` measures both). Prompt prefill
+is what a chat turn waits for before its first token, and most of what batched rollouts spend. Q8_0 holds
+every Q4_1 value to within 1/254 of its 32-weight block's largest magnitude (a sixteenth of a Q4_1 step),
+so the model keeps its behaviour (greedy outputs are compared in `tests/test_llamacpp.py`).
+
+`f32` writes the exact de-quantised weights: the reference in which llama.cpp computes like transformers on
+the same values, used to check the LoRA converter apart from quantisation noise.
+
+Files are written once, atomically, to `<cache>/gguf-recode/`, keyed by the source's name, size and
+modification time, the target type and the recoder version, with every metadata field copied
+(chat template and tokenizer included).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from mascot.errors import BackendError
+
+log = logging.getLogger(__name__)
+
+RECODE_VERSION = 1
+TARGETS = ("native", "q8_0", "f32")
+# low-bit formats re-encoded by `q8_0` (Q8_0, F16 and F32 tensors are kept as they are)
+_LOW_BIT = ("Q4_0", "Q4_1", "Q5_0", "Q5_1")
+
+
+def recoded_path(src: Path, target: str) -> Path:
+    from mascot.models import cache_dir
+
+    st = src.stat()
+    return cache_dir() / "gguf-recode" / f"{src.stem}-{st.st_size}-{st.st_mtime_ns}-{target}-v{RECODE_VERSION}.gguf"
+
+
+def recode_gguf(src: str | Path, target: str) -> Path:
+    """The GGUF at `src` with its weights as `target` (`native` returns `src`); converted once and cached."""
+    if target not in TARGETS:
+        raise BackendError(f"Unknown llama.cpp weight format {target!r}; valid: {', '.join(TARGETS)} "
+                           "(MASCOT_LLAMACPP_WEIGHTS).")
+    src = Path(src)
+    if target == "native":
+        return src
+    import gguf
+
+    out = recoded_path(src, target)
+    if out.exists():
+        return out
+    try:
+        reader = gguf.GGUFReader(str(src))
+    except Exception as exc:  # gguf-py raises ValueError, struct/Index errors or OSError on damaged files
+        raise BackendError(f"{src} is not a readable GGUF file ({exc}); reinstall it or pass another model.") from exc
+    Q = gguf.GGMLQuantizationType
+    if target == "q8_0" and not any(t.tensor_type.name in _LOW_BIT for t in reader.tensors):
+        return src  # nothing to gain: already Q8_0, F16 or F32
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=".recode-", suffix=".gguf")
+    os.close(fd)
+    try:
+        writer = gguf.GGUFWriter(tmp, str(reader.fields["general.architecture"].contents()))
+        for field in reader.fields.values():
+            if field.name in ("general.architecture", "general.file_type") or field.name.startswith("GGUF."):
+                continue
+            vtype = field.types[0]
+            sub = field.types[-1] if vtype == gguf.GGUFValueType.ARRAY else None
+            writer.add_key_value(field.name, field.contents(), vtype, sub_type=sub)
+        for t in reader.tensors:
+            kind = t.tensor_type
+            if kind in (Q.F32, Q.F16):
+                data = np.asarray(t.data, dtype=np.float32 if target == "f32" else t.data.dtype)
+                writer.add_tensor(t.name, data)
+            elif target == "f32":
+                writer.add_tensor(t.name, gguf.quants.dequantize(t.data, kind).astype(np.float32))
+            elif kind.name in _LOW_BIT:
+                values = gguf.quants.dequantize(t.data, kind)
+                writer.add_tensor(t.name, gguf.quants.quantize(values, Q.Q8_0), raw_dtype=Q.Q8_0)
+            else:
+                writer.add_tensor(t.name, t.data, raw_dtype=kind)
+        writer.write_header_to_file()
+        writer.write_kv_data_to_file()
+        writer.write_tensors_to_file()
+        writer.close()
+        os.replace(tmp, out)
+    except (gguf.quants.QuantError, NotImplementedError, ValueError) as exc:
+        raise BackendError(f"Could not re-encode {src} as {target} ({exc}); set MASCOT_LLAMACPP_WEIGHTS=native "
+                           "to serve the file as it is.") from exc
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    log.info("llama.cpp weights: wrote %s (%s of %s)", out, target, src.name)
+    return out
