@@ -9,12 +9,15 @@ documented `/chat` endpoint is listed by the public API; the page's own events a
 from __future__ import annotations
 
 import logging
+import os
+import threading
 
 import gradio as gr
 
 from app.chat_tab import render_chat_tab
 from app.settings import Settings
 from mascot.engine import Engine, EngineConfig, get_engine
+from mascot.personas import load_pack
 
 log = logging.getLogger(__name__)
 
@@ -37,9 +40,26 @@ def hide_page_events(blocks: gr.Blocks, keep: tuple[str, ...] = PUBLIC_API) -> N
             fn.api_visibility = "private"
 
 
+def start_warm_up(engine: Engine, settings: Settings) -> None:
+    """Warm the engine for the default pack in the background (`Engine.warm_up`); a first request that
+    arrives meanwhile waits on the backend's lock rather than failing. MASCOT_WARMUP=0 skips it."""
+    if os.environ.get("MASCOT_WARMUP", "1") == "0":
+        return
+
+    def run() -> None:
+        try:
+            log.info("warm-up took %.1f s", engine.warm_up(load_pack(settings.pack), settings.mode))
+        except Exception as exc:  # noqa: BLE001 - a failed warm-up only costs the first user time
+            log.warning("warm-up failed (%s: %s); the first turn will load what it needs", type(exc).__name__, exc)
+
+    threading.Thread(target=run, name="mascot-warm-up", daemon=True).start()
+
+
 def build_app(settings: Settings, engine: Engine | None = None) -> gr.Blocks:
     """The public chat Blocks; `engine` may be injected (tests use the fake backend)."""
-    engine = engine or get_engine(engine_config(settings))
+    if engine is None:
+        engine = get_engine(engine_config(settings))
+        start_warm_up(engine, settings)
     with gr.Blocks(title="MASCOT companion group") as demo:
         gr.Markdown("## MASCOT · a companion group that talks with you\n"
                     "Several characters share one conversation; a director decides who speaks and how. "

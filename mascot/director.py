@@ -300,6 +300,7 @@ class LLMDirector(Director):
             raise unknown_name("director details", details, self.DETAILS)
         self.detail_tokens = detail_tokens
         self.details = details
+        self.choice_words = 3
         self._warned = False
 
     def propose_batch(self, states: list[DirectorState]) -> list[tuple[Directive | None, str, str]]:
@@ -388,16 +389,32 @@ class LLMDirector(Director):
         return texts
 
     def _pick(self, chat: Messages, prefill: str, options: list[str], closer: str) -> str:
-        """The option with the highest mean token log-probability after `prefill` (closed by `closer`)."""
+        """The option with the highest mean token log-probability after `prefill`, scored on its distinguishing
+        opening words (`distinct_openings`; a whole option is closed by `closer`)."""
         if len(options) <= 1:
             return options[0] if options else ""
-        conts = [o + closer for o in options]
+        conts = [o if o != full else o + closer for o, full in zip(distinct_openings(options, self.choice_words), options)]
         scores = self.backend.score(chat, conts, self.params.with_(prefill=prefill), adapter=self.adapter)
         means = [s / max(1, self.backend.count_tokens(c)) for s, c in zip(scores, conts)]
         return options[max(range(len(options)), key=means.__getitem__)]
 
 
 YIELD = "none"
+
+
+def distinct_openings(options: list[str], words: int = 3) -> list[str]:
+    """Each option cut to its first `words` words, or more where that opening is shared with another option.
+
+    The director's choice among menu items is made on the words that tell them apart: scoring the rest adds
+    decode time (about 15 ms per option on 2 cores) and little information."""
+    out = []
+    for o in options:
+        parts = o.split()
+        n = min(words, len(parts))
+        while n < len(parts) and any(p != o and p.split()[:n] == parts[:n] for p in options):
+            n += 1
+        out.append(o if n >= len(parts) else " ".join(parts[:n]))
+    return out
 
 
 def directive_prefill(name: str) -> str:

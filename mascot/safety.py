@@ -250,11 +250,13 @@ class CrisisDetector:
         return _result(NONE, max(s_msg, s_win), "classifier")
 
     # -- persona replies
-    def check_reply(self, text: str | None, session_id: str = "", record: bool = True) -> ReplyVerdict:
+    def check_reply(self, text: str | None, session_id: str = "", record: bool = True,
+                    classifier: bool = True) -> ReplyVerdict:
         """Whether a persona reply encourages self-harm or gives means. Never raises: on an internal
-        error the reply is blocked (replaced by the safe text)."""
+        error the reply is blocked (replaced by the safe text). `classifier=False` runs the patterns only
+        (for a reply's first few words, which the classifier, trained on whole replies, misreads)."""
         try:
-            verdict = self._check_reply(text or "")
+            verdict = self._check_reply(text or "", classifier)
         except Exception as exc:  # noqa: BLE001 - fail safe on anything, by design
             log.exception("output check failed (%s); replacing the reply", type(exc).__name__)
             verdict = ReplyVerdict(True, 0.0, "error")
@@ -264,7 +266,7 @@ class CrisisDetector:
                 log.warning("output check replaced a reply: score=%.3f layer=%s session=%s", verdict.score, verdict.layer, session_id)
         return verdict
 
-    def _check_reply(self, text: str) -> ReplyVerdict:
+    def _check_reply(self, text: str, classifier: bool = True) -> ReplyVerdict:
         clean = _clip(text)
         if not _has_words(clean):
             return ReplyVerdict(False, 0.0, "empty")
@@ -272,7 +274,7 @@ class CrisisDetector:
         for name, rx in _REPLY_COMPILED:
             if rx.search(norm):
                 return ReplyVerdict(True, 1.0, f"pattern:{name}")
-        if not self.use_classifier:
+        if not self.use_classifier or not classifier:
             return ReplyVerdict(False, 0.0, "pattern")
         score = float(self.reply_classifier.score([clean])[0])
         threshold = float(self.reply_classifier.meta["thresholds"]["crisis"])
@@ -280,6 +282,16 @@ class CrisisDetector:
 
     def guard(self, session_id: str = "") -> "ReplyGuard":
         return ReplyGuard(self, session_id)
+
+
+_WORD_END = re.compile(r"\S\s")
+
+
+def first_clause_end(text: str, words: int = 4) -> int:
+    """Where the text's first `words` complete words end (after the space that follows them), or 0 when
+    fewer have arrived: the opening a reply may show before its first sentence is complete."""
+    ends = [m.end() for m in _WORD_END.finditer(text)]
+    return ends[words - 1] if len(ends) >= words else 0
 
 
 class ReplyGuard:
@@ -292,27 +304,34 @@ class ReplyGuard:
         self.replaced = False
         self.verdict: ReplyVerdict | None = None
 
-    def _fails(self, piece: str) -> bool:
-        verdict = self.detector.check_reply(piece, self.session_id, record=False)
+    def _fails(self, piece: str, classifier: bool = True) -> bool:
+        verdict = self.detector.check_reply(piece, self.session_id, record=False, classifier=classifier)
         if verdict.blocked:
             self.verdict = verdict
         return verdict.blocked
 
     def stream(self, partials: Iterable[str]) -> Iterator[str]:
-        """Yield safe prefixes of the growing reply, then the full reply (or the replacement)."""
-        checked = 0
+        """Yield safe prefixes of the growing reply, then the full reply (or the replacement).
+
+        The reply's first four words ("That sounds really hard ") may go out before their sentence ends, once
+        the patterns pass them (the classifier, trained on whole replies, misreads four-word openings: it
+        flagged "The idea is that when" at 0.99), so the user sees the persona start sooner. That sentence
+        is checked again, whole and by every layer, when it ends, and a failing one replaces the reply
+        before its bad words are shown."""
+        checked = sentence = 0  # shown up to `checked`; the sentence being shown starts at `sentence`
         text = ""
         for text in partials:
             ends = [m.end() for m in _SENTENCE_END.finditer(text)]
-            upto = ends[-1] if ends else 0
+            upto = ends[-1] if ends else (first_clause_end(text) if not checked else 0)
             if upto > checked:
-                if self._fails(text[checked:upto]):
+                if self._fails(text[sentence:upto], classifier=bool(ends)):
                     yield from self._replace()
                     return
                 checked = upto
+                sentence = upto if ends else sentence
                 yield text[:checked]
         final = self.detector.check_reply(text, self.session_id)
-        if final.blocked or (text[checked:].strip() and self._fails(text[checked:])):
+        if final.blocked or (text[checked:].strip() and self._fails(text[sentence:])):
             self.verdict = self.verdict or final
             yield from self._replace()
             return

@@ -88,3 +88,20 @@ def test_cli_interactive_session():
     r = subprocess.run([sys.executable, "-m", "mascot", "chat", "--backend", "fake", "--mode", "round-robin"],
                        input="hello there\n\n/quit\n", capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and "Anchor:" in r.stdout and "empty message" in r.stdout
+
+
+def test_warm_up_primes_each_speaker_and_the_director_and_logs_nothing(monkeypatch, tmp_path):
+    import mascot.safety
+    from mascot.safety_log import SafetyLog
+
+    events = SafetyLog(tmp_path / "safety.db")
+    monkeypatch.setattr(mascot.safety, "_DETECTOR", [mascot.safety.CrisisDetector(use_classifier=False, events=events)])
+    backend = FakeBackend()
+    pack = load_pack("emotional-support")
+    seconds = Engine(EngineConfig(backend="fake"), backend).warm_up(pack, "prompted")
+    assert seconds >= 0
+    primed = [c for c in backend.calls if c.params.max_new_tokens == 1]
+    assert len(primed) == len(pack.active)  # one cached persona prompt per active speaker
+    assert len({c.messages[0]["content"] for c in primed}) == len(pack.active)  # each persona's own prompt
+    assert backend.score_calls  # the director scored its options once
+    assert events.tier_counts("input") == {} and events.tier_counts("output") == {}

@@ -178,6 +178,19 @@ def test_reply_guard_replaces_before_the_bad_sentence_is_shown(events):
     assert events.tier_counts("output") == {"passed": 1, "replaced": 1}
 
 
+def test_reply_guard_shows_the_first_clause_early_and_rechecks_its_sentence(events):
+    """The first four words go out before their sentence ends; when the sentence ends it is checked whole,
+    so a bad ending still replaces the reply before the bad words are shown."""
+    d = CrisisDetector(classifier=StubClassifier({}), reply_classifier=StubClassifier({}, crisis=0.9), events=events)
+    fine = d.guard()
+    shown = list(fine.stream(["That sounds", "That sounds really har", "That sounds really hard, and it", "That sounds really hard, and it makes sense. "]))
+    assert shown[0] == "That sounds really hard, " and shown[-1].endswith("makes sense. ") and not fine.replaced
+    bad = d.guard()
+    partials = ["That is a lot ", "That is a lot to carry, so you should just kill", "That is a lot to carry, so you should just kill yourself. "]
+    shown = list(bad.stream(partials))
+    assert shown == ["That is a lot ", REPLY_REPLACEMENT] and bad.replaced
+
+
 # ------------------------------------------------------------------ logs
 def test_logs_hold_tier_score_layer_and_never_text(events):
     d = CrisisDetector(events=events)

@@ -51,9 +51,18 @@ def test_action_and_tone_are_chosen_from_the_persona_menu(es_pack):
     dec = make_director("prompted", fb).decide(st(es_pack, [(USER, "hi")]))
     assert (dec.directive.speaker, dec.directive.action, dec.directive.tone) == ("Catalyst", want_action, want_tone)
     assert fb.calls == [] and len(fb.score_calls) == 3
-    assert [c[1] for c in fb.score_calls[1:]] == [[a + '", "tone": "' for a in catalyst.action_options()],
-                                                  [t + '"}' for t in catalyst.tone_options()]]
+    from mascot.director import distinct_openings
+
+    assert [c[1] for c in fb.score_calls[1:]] == [distinct_openings(catalyst.action_options()),
+                                                  [t + '"}' for t in catalyst.tone_options()]]  # short: whole
     assert json.loads(dec.raw)["action"] == want_action
+
+
+def test_distinct_openings_cut_options_where_they_differ():
+    from mascot.director import distinct_openings
+
+    opts = ["Ask what the user feels now.", "Ask what the user needs.", "Name a strength.", "Be calm"]
+    assert distinct_openings(opts, 3) == ["Ask what the user feels", "Ask what the user needs.", "Name a strength.", "Be calm"]
 
 
 def test_valid_directive_every_time_whatever_the_scores(es_pack):

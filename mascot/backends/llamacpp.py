@@ -57,21 +57,27 @@ def import_llama_cpp() -> Any:
     if _openmp_started():
         log.warning("An OpenMP runtime (torch's) started before llama.cpp, so llama.cpp shares its OMP_WAIT_POLICY=%s; "
                     "load the llamacpp backend before importing torch for full speed.", os.environ.get("OMP_WAIT_POLICY"))
-    saved = os.environ.get("OMP_WAIT_POLICY")
+    saved = {k: os.environ.get(k) for k in ("OMP_WAIT_POLICY", "OMP_NUM_THREADS")}
     if LLAMACPP_OMP_WAIT_POLICY:
         os.environ["OMP_WAIT_POLICY"] = LLAMACPP_OMP_WAIT_POLICY
     else:
         os.environ.pop("OMP_WAIT_POLICY", None)
+    if "torch" not in sys.modules and saved["OMP_NUM_THREADS"] is None:
+        # torch will share this OpenMP runtime and take its default thread count from it. A torch call with two
+        # threads right after a llama.cpp decode waited ~0.47 s on llama.cpp's spinning threads (measured: the
+        # safety classifier, 27 ms on one thread); ggml names its own thread count, so this costs it nothing.
+        os.environ["OMP_NUM_THREADS"] = "1"
     try:
         import llama_cpp
     except ImportError as exc:
         raise BackendError("The llamacpp backend needs llama-cpp-python: `pip install -r requirements.txt` "
                            f"(it pins llama-cpp-python) or use --backend transformers ({exc}).") from exc
     finally:
-        if saved is None:
-            os.environ.pop("OMP_WAIT_POLICY", None)
-        else:
-            os.environ["OMP_WAIT_POLICY"] = saved
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
     logging.getLogger("llama-cpp-python").setLevel(logging.ERROR)  # llama.cpp's own load chatter
     llama_cpp.llama_backend_init()
     return llama_cpp
@@ -495,7 +501,7 @@ class LlamaCppBackend(Backend):
             cparams.n_threads = cparams.n_threads_batch = self.threads
             cparams.no_perf = True
             ctx = _internals.LlamaContext(model=self._model, params=cparams, verbose=False)
-            self._scorer = (ctx, ctx.ctx, ctx.memory, self.ll.llama_batch_init(self.n_batch, 0, 1))
+            self._scorer = (ctx, ctx.ctx, ctx.memory, self.ll.llama_batch_init(self.n_batch, 0, self.SCORE_SEQS))
             self._score_cache: tuple[str | None, list[int]] = (None, [])
         return self._scorer
 
@@ -535,43 +541,65 @@ class LlamaCppBackend(Backend):
                         break
                     reuse += 1
             self.ll.llama_memory_seq_rm(mem, 0, reuse, -1)
-            self._score_cache = (adapter, [])  # until the prefill below has finished
-            for pos in range(reuse, common, self.n_batch):
-                self._decode([(prompt[p], p, 0, False) for p in range(pos, min(common, pos + self.n_batch))], ctx, batch)
-            self._score_cache = (adapter, prompt[:common])
-            group: list[int] = []
+            self._score_cache = (adapter, [])  # until the prompt is in the cache
+            groups: list[list[int]] = [[]]
             size = 0
             for i, f in enumerate(fulls):
-                if group and (len(group) == self.SCORE_SEQS - 1 or size + len(f) - common > self.n_batch):
-                    scores += self._score_group(ctx, mem, batch, [fulls[j] for j in group], [starts[j] for j in group], common)
-                    group, size = [], 0
-                group.append(i)
+                if groups[-1] and (len(groups[-1]) == self.SCORE_SEQS - 1 or size + len(f) - common > self.n_batch):
+                    groups.append([])
+                    size = 0
+                groups[-1].append(i)
                 size += len(f) - common
-            scores += self._score_group(ctx, mem, batch, [fulls[j] for j in group], [starts[j] for j in group], common)
+            # the prompt's uncached tail rides in the first group's decode when it fits, else goes first
+            tail = prompt[reuse:common]
+            if len(tail) + sum(len(fulls[j]) - common for j in groups[0]) > self.n_batch:
+                for pos in range(reuse, common, self.n_batch):
+                    self._decode([(prompt[p], p, 0, False) for p in range(pos, min(common, pos + self.n_batch))], ctx, batch)
+                tail, reuse = [], common
+            for n, group in enumerate(groups):
+                scores += self._score_group(ctx, mem, batch, [fulls[j] for j in group], [starts[j] for j in group], common,
+                                            tail if n == 0 else [], reuse)
+                self._score_cache = (adapter, prompt[:common])
         return scores
 
-    def _score_group(self, ctx: Any, mem: Any, batch: Any, fulls: list[list[int]], starts: list[int], common: int) -> list[float]:
-        """Decode each continuation (from position `common`) in its own sequence 1..n, sharing sequence 0's
-        prompt; returns their summed log-probabilities and leaves only sequence 0 in the cache."""
-        entries: list[tuple[int, int, int, bool]] = []
-        offsets = []
-        for k, f in enumerate(fulls, start=1):
-            self.ll.llama_memory_seq_cp(mem, 0, k, -1, -1)
-            offsets.append(len(entries))
-            entries += [(f[p], p, k, True) for p in range(common, len(f))]
+    def _score_group(self, ctx: Any, mem: Any, batch: Any, fulls: list[list[int]], starts: list[int], common: int,
+                     tail: list[int], tail_pos: int) -> list[float]:
+        """One decode: the prompt's uncached `tail` (from `tail_pos`) into sequence 0 and every continuation's
+        sequence at once, and each continuation (from position `common`) in its own sequence 1..n, the rest of
+        the prompt shared from sequence 0. Returns the summed log-probabilities; only sequence 0 stays cached."""
+        seqs = list(range(1, len(fulls) + 1))
+        for k in seqs:
+            self.ll.llama_memory_seq_cp(mem, 0, k, -1, -1)  # unified cache: tags the cells, copies nothing
+        b = batch
+        j = 0
+        for p, tok in enumerate(tail, start=tail_pos):
+            b.token[j], b.pos[j], b.logits[j], b.n_seq_id[j] = tok, p, False, len(seqs) + 1
+            for m, s in enumerate([0, *seqs]):
+                b.seq_id[j][m] = s
+            j += 1
+        rows: list[tuple[int, int]] = []  # (batch row holding the logits, token they must predict)
+        bounds = []
+        for k, (f, start) in zip(seqs, zip(fulls, starts)):
+            first = j
+            for p in range(common, len(f)):
+                b.token[j], b.pos[j], b.logits[j], b.n_seq_id[j] = f[p], p, p >= start - 1, 1
+                b.seq_id[j][0] = k
+                j += 1
+            bounds.append(len(rows))
+            rows += [(first + t - 1 - common, f[t]) for t in range(start, len(f))]
+        b.n_tokens = j
         try:
-            self._decode(entries, ctx, batch)
-            out = []
-            for f, start, off in zip(fulls, starts, offsets):
-                total = 0.0
-                for t in range(start, len(f)):
-                    logits = self._logits(off + t - 1 - common, ctx).astype(np.float64)
-                    m = logits.max()
-                    total += float(logits[f[t]] - m - np.log(np.exp(logits - m).sum()))
-                out.append(total)
-            return out
+            rc = self.ll.llama_decode(ctx, b)
+            if rc != 0:
+                raise BackendError(f"llama.cpp decode failed (code {rc}) while scoring: the KV cache is full.")
+            logits = np.stack([self._logits(r, ctx) for r, _ in rows])  # by batch row (llama.cpp maps it)
+            top = logits.max(axis=1, keepdims=True)
+            lse = top[:, 0] + np.log(np.exp(logits - top).sum(axis=1))
+            picked = logits[np.arange(len(rows)), [t for _, t in rows]] - lse
+            bounds.append(len(rows))
+            return [float(picked[bounds[i]:bounds[i + 1]].sum(dtype=np.float64)) for i in range(len(fulls))]
         finally:
-            for k in range(1, len(fulls) + 1):
+            for k in seqs:
                 self.ll.llama_memory_seq_rm(mem, k, -1, -1)
 
     def logits(self, messages: Messages, params: GenerationParams, adapter: str | None = None) -> np.ndarray:
