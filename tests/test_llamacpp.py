@@ -76,7 +76,7 @@ def test_batched_generation_matches_one_at_a_time(llm):
     if "raw-anchor" not in llm.adapters:
         llm.add_adapter("raw-anchor", str(CKPT / "anchor"))
     llm._forget_slots()  # _share_prefix runs on an empty cache, as generate() calls it
-    assert llm._share_prefix([llm._prompt(c, GREEDY) for c in chats]) > 32  # the card is prefilled once, then copied
+    assert llm._share_prefix([llm._prompt(c, GREEDY) for c in chats], len(chats)) > 32  # the card is prefilled once, then copied
     params = GREEDY.with_(max_new_tokens=8)
     for adapter in (None, "raw-anchor"):
         batched = llm.generate(chats, params, adapter=adapter)
@@ -88,6 +88,21 @@ def test_batched_generation_matches_one_at_a_time(llm):
         # the probe: a reply written for another chat (the haiku) scores far lower under the driving-test chat
         own, foreign = llm.score(chats[0], [batched[0].text, batched[2].text], params, adapter=adapter)
         assert foreign < own - 5.0, (adapter, batched[0].text, batched[2].text)
+
+
+def test_continuous_batching_answers_more_chats_than_slots_in_order(llm):
+    """Six chats on four KV slots: finished replies hand their slot to the next chat, and every chat gets its
+    own reply, in order, as good as one-at-a-time for that chat."""
+    topics = ["my driving test", "my birthday", "bananas and trains", "my new job", "the rain", "my old dog"]
+    chats = [[MSG[0], {"role": "user", "content": f"Tell me one short thing about {t}."}] for t in topics]
+    params = GREEDY.with_(max_new_tokens=12)
+    batched = llm.generate(chats, params)
+    assert len(batched) == 6 and llm.n_seq == 4
+    for chat, b in zip(chats, batched):
+        single = llm.generate([chat], params)[0]
+        assert b.prompt_tokens == single.prompt_tokens
+        mine, theirs = llm.score(chat, [b.text, single.text], params)
+        assert mine >= theirs - 0.5, (b.text, single.text)
 
 
 def test_switching_a_b_a_gives_fresh_context_output_for_b(llm, strong):

@@ -26,7 +26,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -344,10 +344,13 @@ class LlamaCppBackend(Backend):
         elif len(s.out) >= params.max_new_tokens:
             s.done, s.finish = True, "length"
 
-    def _run(self, seqs: list[_Seq], params: GenerationParams) -> Iterator[None]:
+    def _run(self, seqs: list[_Seq], params: GenerationParams,
+             refill: Callable[[_Seq], _Seq | None] | None = None) -> Iterator[None]:
         """Prefill every sequence's uncached prompt tail, then decode all live ones step by step.
 
-        Yields after each decode step (so streaming can forward the new text or stop early)."""
+        With `refill`, a finished sequence hands its slot to the sequence `refill` returns, whose prompt is
+        prefilled within the next decode step (continuous batching: the batch stays full instead of waiting
+        for its longest reply). Yields after each decode step (so streaming can forward text or stop early)."""
         entries: list[tuple[int, int, int, bool]] = []
         owners: list[_Seq | None] = []
 
@@ -359,24 +362,38 @@ class LlamaCppBackend(Backend):
             entries.clear()
             owners.clear()
 
-        for s in seqs:
+        def add_prompt(s: _Seq) -> None:
             for pos in range(s.cached, len(s.prompt)):
                 if len(entries) == self.n_batch:
                     flush()
                 last = pos == len(s.prompt) - 1
                 entries.append((s.prompt[pos], pos, s.seq_id, last))
                 owners.append(s if last else None)
+
+        for s in seqs:
+            add_prompt(s)
         if entries:
             flush()
         yield
+        live = list(seqs)
         while True:
-            live = [s for s in seqs if not s.done]
-            if not live:
+            if refill is not None:
+                for s in [s for s in live if s.done]:
+                    live.remove(s)
+                    new = refill(s)
+                    if new is not None:
+                        live.append(new)
+                        add_prompt(new)
+            stepping = [s for s in live if not s.done and s.out]
+            if not entries and not stepping and all(s.done for s in live):
                 return
-            for s in live:
+            for s in stepping:
+                if len(entries) == self.n_batch:
+                    flush()
                 entries.append((s.out[-1], len(s.prompt) + len(s.out) - 1, s.seq_id, True))
                 owners.append(s)
-            flush()
+            if entries:
+                flush()
             yield
 
     # -------------------------------------------------------------- KV slots
@@ -409,35 +426,53 @@ class LlamaCppBackend(Backend):
 
     # --------------------------------------------------------------- generation
     def generate(self, batch: Sequence[Messages], params: GenerationParams, adapter: str | None = None) -> list[Completion]:
-        """Up to n_seq chats per decode step through one adapter set (Speaker.reply_batch groups by adapter)."""
+        """All chats through one adapter set (Speaker.reply_batch groups by adapter), n_seq at a time per decode
+        step with continuous batching: a finished reply's slot takes the next chat at once."""
         if not batch:
             return []
         if len(batch) == 1:
             text, n_prompt, n_out, finish = self._single(batch[0], params, adapter, stream=False).__next__()
             return [Completion(text, n_prompt, n_out, finish)]
         prompts = [self._prompt(m, params) for m in batch]
-        results: list[Completion] = []
+        results: list[Completion | None] = [None] * len(prompts)
         with self._lock:
             self._activate(adapter)
-            for start in range(0, len(prompts), self.n_seq):
-                self._forget_slots()
-                chunk = prompts[start:start + self.n_seq]
-                shared = self._share_prefix(chunk)
-                seqs = [_Seq(i, p, shared, self._sampler(params, None if params.seed is None else params.seed + start + i, p))
-                        for i, p in enumerate(chunk)]
-                try:
-                    for _ in self._run(seqs, params):
-                        pass
-                finally:
-                    for s in seqs:
-                        self.ll.llama_sampler_free(s.sampler)
-                results += [Completion(s.text, len(s.prompt), len(s.out), s.finish) for s in seqs]
             self._forget_slots()
-        return results
+            slots = min(self.n_seq, len(prompts))
+            shared = self._share_prefix(prompts, slots)
+            index: dict[int, int] = {}  # id(_Seq) -> prompt index
+            queue = iter(range(len(prompts)))
+            made: list[_Seq] = []
 
-    def _share_prefix(self, prompts: list[list[int]], min_tokens: int = 32) -> int:
+            def start(seq_id: int) -> _Seq | None:
+                i = next(queue, None)
+                if i is None:
+                    return None
+                seed = None if params.seed is None else params.seed + i
+                s = _Seq(seq_id, prompts[i], shared, self._sampler(params, seed, prompts[i]))
+                index[id(s)] = i
+                made.append(s)
+                return s
+
+            def refill(done: _Seq) -> _Seq | None:
+                results[index[id(done)]] = Completion(done.text, len(done.prompt), len(done.out), done.finish)
+                self.ll.llama_memory_seq_rm(self.mem, done.seq_id, shared, -1)  # keep the shared prefix
+                return start(done.seq_id)
+
+            seqs = [s for s in (start(k) for k in range(slots)) if s is not None]
+            try:
+                for _ in self._run(seqs, params, refill):
+                    pass
+            finally:
+                for s in made:
+                    self.ll.llama_sampler_free(s.sampler)
+                self._forget_slots()
+        return [r for r in results if r is not None]
+
+    def _share_prefix(self, prompts: list[list[int]], slots: int, min_tokens: int = 32) -> int:
         """Prefill the prompts' common prefix (the persona card, for one adapter group) once in sequence 0 and
-        copy it to the others; returns how many tokens every sequence now has cached. Needs an empty cache."""
+        copy it to sequences 1..slots-1; returns how many tokens every sequence now has cached. Needs an
+        empty cache."""
         n = min(len(p) for p in prompts) - 1
         for i in range(n):
             if any(p[i] != prompts[0][i] for p in prompts[1:]):
@@ -446,7 +481,7 @@ class LlamaCppBackend(Backend):
         if len(prompts) < 2 or n < min_tokens:
             return 0
         self._prefill(0, prompts[0], 0, n)
-        for i in range(1, len(prompts)):
+        for i in range(1, slots):
             self.ll.llama_memory_seq_cp(self.mem, 0, i, -1, -1)  # across KV streams: a whole-buffer copy
         return n
 
