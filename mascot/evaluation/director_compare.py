@@ -67,9 +67,14 @@ def paired_tests(a: list[float], b: list[float]) -> dict[str, float]:
 
 
 def run_compare(args: argparse.Namespace) -> dict[str, Any]:
+    from mascot.backends import load_backend, resolve_kind
+
+    if resolve_kind(getattr(args, "backend", "auto")) == "llamacpp":  # before torch: see import_llama_cpp
+        from mascot.backends.llamacpp import import_llama_cpp
+
+        import_llama_cpp()
     import torch
 
-    from mascot.backends import load_backend
     from mascot.chat import GroupChat
     from mascot.director import DIRECTOR_ADAPTER
     from mascot.engine import Engine, EngineConfig
