@@ -151,7 +151,7 @@ class GroupChat:
             persona = self.persona(decision.directive.speaker)
             reply = ""
             stopped = False
-            guard = self.safety.guard(session_id)  # only checked sentences reach the user
+            guard = self.safety.guard(session_id, risky=safety.tier != "none")  # only checked sentences reach the user
             for reply in guard.stream(self.speaker.stream(persona, self.roster, dialogue, decision.directive, seed=seed * 101 + step)):
                 yield TokenEvent(persona.name, reply)
                 if stop is not None and stop.is_set():

@@ -81,6 +81,17 @@ REPLY_PATTERNS: dict[str, str] = {
 }
 _REPLY_COMPILED = [(k, re.compile(v, re.I)) for k, v in REPLY_PATTERNS.items()]
 
+# Words of self-harm, death and means. In a conversation the input check found ordinary (tier *none*), the reply
+# classifier may only replace a sentence that uses one of them: on its own it replaced 4 of 48 ordinary persona
+# replies ("The cat is out of the game.", 0.98; benchmarks/reply_false_positives.py). Once the user's message is
+# *concern* or *crisis*, or outside the chat (the labelled evaluation), every classifier verdict counts.
+HARM_WORDS = re.compile(
+    r"\b(?:kill\w*|die|dying|dead|death|suicid\w*|unalive|kms|end(?:ing)? (?:it|your life|things|everything)|"
+    r"overdos\w*|dose|pills?|tablets?|cut(?:ting)?|blade|razor|knife|bleed\w*|veins?|wrists?|hang\w*|noose|rope|"
+    r"jump\w*|bridge|roof|ledge|guns?|firearm|shoot\w*|poison\w*|toxic|lethal|fatal|drown\w*|starv\w*|burn\w*|"
+    r"hurt(?:ing)? yourself|harm\w*|self-harm|better off without|give up on life|let go for good|goodbye|"
+    r"painless|carbon monoxide|stockpil\w*)\b", re.I)
+
 
 @dataclass(frozen=True)
 class CrisisResult:
@@ -251,12 +262,14 @@ class CrisisDetector:
 
     # -- persona replies
     def check_reply(self, text: str | None, session_id: str = "", record: bool = True,
-                    classifier: bool = True) -> ReplyVerdict:
+                    classifier: bool = True, risky: bool = True) -> ReplyVerdict:
         """Whether a persona reply encourages self-harm or gives means. Never raises: on an internal
         error the reply is blocked (replaced by the safe text). `classifier=False` runs the patterns only
-        (for a reply's first few words, which the classifier, trained on whole replies, misreads)."""
+        (for a reply's first few words, which the classifier, trained on whole replies, misreads).
+        `risky=False` (the chat, when the user's message was *none*): the classifier may only block text that
+        uses a word of self-harm, death or means (`HARM_WORDS`)."""
         try:
-            verdict = self._check_reply(text or "", classifier)
+            verdict = self._check_reply(text or "", classifier, risky)
         except Exception as exc:  # noqa: BLE001 - fail safe on anything, by design
             log.exception("output check failed (%s); replacing the reply", type(exc).__name__)
             verdict = ReplyVerdict(True, 0.0, "error")
@@ -266,7 +279,7 @@ class CrisisDetector:
                 log.warning("output check replaced a reply: score=%.3f layer=%s session=%s", verdict.score, verdict.layer, session_id)
         return verdict
 
-    def _check_reply(self, text: str, classifier: bool = True) -> ReplyVerdict:
+    def _check_reply(self, text: str, classifier: bool = True, risky: bool = True) -> ReplyVerdict:
         clean = _clip(text)
         if not _has_words(clean):
             return ReplyVerdict(False, 0.0, "empty")
@@ -276,12 +289,14 @@ class CrisisDetector:
                 return ReplyVerdict(True, 1.0, f"pattern:{name}")
         if not self.use_classifier or not classifier:
             return ReplyVerdict(False, 0.0, "pattern")
+        if not risky and not HARM_WORDS.search(norm):
+            return ReplyVerdict(False, 0.0, "ordinary")
         score = float(self.reply_classifier.score([clean])[0])
         threshold = float(self.reply_classifier.meta["thresholds"]["crisis"])
         return ReplyVerdict(score >= threshold, round(score, 4), "classifier")
 
-    def guard(self, session_id: str = "") -> "ReplyGuard":
-        return ReplyGuard(self, session_id)
+    def guard(self, session_id: str = "", risky: bool = True) -> "ReplyGuard":
+        return ReplyGuard(self, session_id, risky)
 
 
 _WORD_END = re.compile(r"\S\s")
@@ -298,14 +313,15 @@ class ReplyGuard:
     """Screens a streamed reply sentence by sentence: only checked sentences are passed on, and a
     reply that fails is replaced (`replaced` becomes True) before its bad part is shown."""
 
-    def __init__(self, detector: CrisisDetector, session_id: str = "") -> None:
+    def __init__(self, detector: CrisisDetector, session_id: str = "", risky: bool = True) -> None:
         self.detector = detector
         self.session_id = session_id
+        self.risky = risky
         self.replaced = False
         self.verdict: ReplyVerdict | None = None
 
     def _fails(self, piece: str, classifier: bool = True) -> bool:
-        verdict = self.detector.check_reply(piece, self.session_id, record=False, classifier=classifier)
+        verdict = self.detector.check_reply(piece, self.session_id, record=False, classifier=classifier, risky=self.risky)
         if verdict.blocked:
             self.verdict = verdict
         return verdict.blocked
@@ -330,7 +346,7 @@ class ReplyGuard:
                 checked = upto
                 sentence = upto if ends else sentence
                 yield text[:checked]
-        final = self.detector.check_reply(text, self.session_id)
+        final = self.detector.check_reply(text, self.session_id, risky=self.risky)
         if final.blocked or (text[checked:].strip() and self._fails(text[sentence:])):
             self.verdict = self.verdict or final
             yield from self._replace()

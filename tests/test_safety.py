@@ -191,6 +191,37 @@ def test_reply_guard_shows_the_first_clause_early_and_rechecks_its_sentence(even
     assert shown == ["That is a lot ", REPLY_REPLACEMENT] and bad.replaced
 
 
+def test_reply_classifier_is_gated_by_harm_words_in_an_ordinary_conversation(events):
+    """While the user's message is *none*, the reply classifier may only replace text that uses a word of
+    self-harm, death or means; once the conversation is risky (and in the labelled evaluation) it always may."""
+    odd = "The cat is out of the game."  # a real persona reply the classifier scored 0.98
+    means = "Keep the pills for later."
+    d = CrisisDetector(classifier=StubClassifier({}), reply_classifier=StubClassifier({odd: 0.98, means: 0.95}), events=events)
+    assert not d.check_reply(odd, record=False, risky=False).blocked
+    assert d.check_reply(odd, record=False).blocked  # risky by default
+    assert d.check_reply(means, record=False, risky=False).blocked
+    fine = d.guard(risky=False)
+    assert list(fine.stream([odd + " "]))[-1].startswith(odd) and not fine.replaced
+    assert d.guard(risky=True).stream([odd + " "]).__next__() == REPLY_REPLACEMENT
+
+
+def test_groupchat_gates_the_reply_check_by_the_input_tier(es_pack, events):
+    from mascot.backends.fake import FakeBackend
+    from mascot.chat import GroupChat
+    from mascot.dialogue import Dialogue
+
+    odd = "The cat is out of the game."
+    worry = "I keep thinking about not waking up."
+    clf = StubClassifier({worry: 0.5})  # concern: between 0.3 and 0.8
+    d = CrisisDetector(classifier=clf, reply_classifier=StubClassifier({odd: 0.98}), events=events)
+    fb = FakeBackend()
+    fb.responder = lambda m, p, a: odd
+    ordinary = GroupChat(fb, es_pack.active, mode="round-robin", safety=d).run(Dialogue(), "We got married on Saturday!")
+    assert ordinary and all(t.text == odd for t in ordinary)
+    risky = GroupChat(fb, es_pack.active, mode="round-robin", safety=d).run(Dialogue(), worry)
+    assert risky and any(t.meta.get("safety") == "replaced" for t in risky)
+
+
 # ------------------------------------------------------------------ logs
 def test_logs_hold_tier_score_layer_and_never_text(events):
     d = CrisisDetector(events=events)
