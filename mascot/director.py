@@ -266,10 +266,11 @@ class LLMDirector(Director):
     With `constrained=True` (what `make_director` builds for the chat) the speaker is chosen by scoring every allowed continuation of
     `{"speaker": "` (the allowed personas' names, plus `none` once the director may yield) under the
     model, so the directive names a valid persona every time. The action and tone follow (`details`):
-    - `choose` (default): the model scores the persona's action menu and tone menu after
-      `{"speaker": "<name>", "action": "` (`Persona.action_options`, `tone_options`; see `_choose`). Two
-      scoring passes in all, no sampling: a valid, meaningful directive every time
-      (benchmarks/director_latency.py measures it against writing one).
+    - `choose` (default): the model scores the persona's action menu after `{"speaker": "<name>", "action": "`,
+      then its tone menu after the chosen action (`Persona.action_options`, `tone_options`; mean log-probability
+      per token over the words that tell the options apart). Three short scoring passes, no sampling: a valid,
+      meaningful directive every time, in about the time of writing one (benchmarks/director_latency.py;
+      one pass with the tones scored after the default action measured slower: its batch repeats that text).
     - `generate`: free text, up to `detail_tokens` tokens, after the same prefix (what Stage-2 GRPO samples).
     - `default`: the persona's default action and tone (one scoring pass).
     A backend that cannot score falls back (logged, once) to generate-and-validate: free generation,
@@ -374,7 +375,9 @@ class LLMDirector(Director):
             return texts
         if self.details == "choose" and rosters is not None:
             for i, (chat, name, roster) in enumerate(zip(chats, names, rosters)):
-                action, tone = self._choose(chat, next(p for p in roster if p.name == name))
+                persona = next(p for p in roster if p.name == name)
+                action = self._pick(chat, directive_prefill(name), persona.action_options(), '", "tone": "')
+                tone = self._pick(chat, f'{directive_prefill(name)}{action}", "tone": "', persona.tone_options(), '"}')
                 texts[i] = f'{action}", "tone": "{tone}"}}'
             return texts
         by_name: dict[str, list[int]] = {}
@@ -386,32 +389,15 @@ class LLMDirector(Director):
                 texts[i] = c.text
         return texts
 
-    def _choose(self, chat: Messages, persona: Persona) -> tuple[str, str]:
-        """The persona's action and tone, in one scoring pass after `{"speaker": "<name>", "action": "`.
-
-        Actions: the highest mean token log-probability of their distinguishing opening words
-        (`distinct_openings`). Tones: scored after the persona's default action, in the same pass (the menu's
-        actions share its intent, and one pass instead of two keeps the director within the first-token
-        budget), by summed log-probability; the shared default-action text adds the same to every tone."""
-        actions, tones = persona.action_options(), persona.tone_options()
-        closer = '", "tone": "'
-        conts = [o if o != full else o + closer for o, full in zip(distinct_openings(actions, self.choice_words), actions)]
-        tone_conts = [f'{persona.default_action}{closer}{t}"}}' for t in tones] if len(tones) > 1 else []
-        if len(actions) <= 1 and not tone_conts:
-            return (actions[0] if actions else ""), (tones[0] if tones else "")
-        if len(actions) <= 1:
-            conts = []
-        scores = self.backend.score(chat, conts + tone_conts, self.params.with_(prefill=directive_prefill(persona.name)),
-                                    adapter=self.adapter)
-        action = actions[0] if actions else ""
-        if conts:
-            means = [s / max(1, self.backend.count_tokens(c)) for s, c in zip(scores, conts)]
-            action = actions[max(range(len(conts)), key=means.__getitem__)]
-        tone = tones[0] if tones else ""
-        if tone_conts:
-            tail = scores[len(conts):]
-            tone = tones[max(range(len(tail)), key=tail.__getitem__)]
-        return action, tone
+    def _pick(self, chat: Messages, prefill: str, options: list[str], closer: str) -> str:
+        """The option with the highest mean token log-probability after `prefill`, scored on its distinguishing
+        opening words (`distinct_openings`; a whole option is closed by `closer`)."""
+        if len(options) <= 1:
+            return options[0] if options else ""
+        conts = [o if o != full else o + closer for o, full in zip(distinct_openings(options, self.choice_words), options)]
+        scores = self.backend.score(chat, conts, self.params.with_(prefill=prefill), adapter=self.adapter)
+        means = [s / max(1, self.backend.count_tokens(c)) for s, c in zip(scores, conts)]
+        return options[max(range(len(options)), key=means.__getitem__)]
 
 
 YIELD = "none"

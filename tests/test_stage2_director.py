@@ -34,25 +34,27 @@ def test_constrained_choice_offers_only_allowed_speakers(es_pack):
 
 
 def test_action_and_tone_are_chosen_from_the_persona_menu(es_pack):
-    """`choose`: after the speaker, one scoring pass holds the persona's action openings and its tones (after
-    the default action); the directive carries the best of each, with no generation."""
-    from mascot.director import distinct_openings
-
+    """`choose`: after the speaker, the model scores the persona's actions, then its tones after that action;
+    the directive carries the best of each (mean log-probability per token), with no generation."""
     catalyst = es_pack.get("Catalyst")
     want_action, want_tone = catalyst.action_options()[2], catalyst.tone_options()[1]
-    openings = distinct_openings(catalyst.action_options())
 
     def scorer(messages, conts, params, adapter):
         if params.prefill == '{"speaker": "':
             return [0.0 if c.startswith("Catalyst") else -9.0 for c in conts]
-        assert params.prefill == '{"speaker": "Catalyst", "action": "'
-        return [-0.1 if c == openings[2] or c.endswith(f'"tone": "{want_tone}"}}') else -4.0 for c in conts]
+        if params.prefill.endswith('"action": "'):
+            return [-0.1 if c.startswith(want_action) else -4.0 for c in conts]
+        assert params.prefill.endswith(f'{want_action}", "tone": "'), params.prefill  # the tone follows the chosen action
+        return [-0.1 if c.startswith(want_tone) else -4.0 for c in conts]
 
     fb = FakeBackend(scorer=scorer)
     dec = make_director("prompted", fb).decide(st(es_pack, [(USER, "hi")]))
     assert (dec.directive.speaker, dec.directive.action, dec.directive.tone) == ("Catalyst", want_action, want_tone)
-    assert fb.calls == [] and len(fb.score_calls) == 2
-    assert fb.score_calls[1][1] == openings + [f'{catalyst.default_action}", "tone": "{t}"}}' for t in catalyst.tone_options()]
+    assert fb.calls == [] and len(fb.score_calls) == 3
+    from mascot.director import distinct_openings
+
+    assert [c[1] for c in fb.score_calls[1:]] == [distinct_openings(catalyst.action_options()),
+                                                  [t + '"}' for t in catalyst.tone_options()]]  # short: whole
     assert json.loads(dec.raw)["action"] == want_action
 
 
