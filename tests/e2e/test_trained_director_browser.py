@@ -32,8 +32,8 @@ def test_one_message_two_personas_in_trained_mode(browser, port, tmp_path):
         names = [n.strip() for n in bot.all_inner_texts()]
         assert len(names) == 2 and any("Beacon" in n for n in names) and any("Catalyst" in n for n in names), names
         assert "Director → Beacon" in page.locator("#chatbot").inner_text()
-        director_calls = [c for c in fake.calls if c.params.prefill.startswith('{"speaker"')]
-        assert director_calls and {c.adapter for c in director_calls} == {"director"}
+        # speaker, action and tone are all scored through the director's adapter
+        assert fake.score_calls and {c.adapter for c, _ in fake.score_calls} == {"director"}
     finally:
         page.close()
         server.should_exit = True
