@@ -10,7 +10,8 @@ Reported per engine:
 - the whole group turn with the LLM director (`--mode prompted`, it picks how many speak) and the whole
   three-speaker group turn (round-robin director: three speakers, no director call);
 - batched generation throughput vs one-at-a-time (16 speaker prompts through one adapter, the speakers'
-  own sampling settings and 64-token budget; one-at-a-time reuses each call's cached persona prefix);
+  own sampling settings and 64-token budget; one-at-a-time reuses each call's cached persona prefix), and the
+  same for 16 samples of one prompt (Stage-1 candidate generation);
 - peak RSS with all persona adapters loaded.
 Targets: decode >= 0.85x plain, first token <= 0.5 s, group turn <= 4 s, batched >= 2x one-at-a-time.
 
@@ -124,23 +125,28 @@ def group_turns(backend: Any, rounds: int, mode: str) -> dict[str, float]:
             turn.append(time.perf_counter() - t0)
             speakers.append(n)
     return {"first_token_s": statistics.median(first), "first_token_s_max": max(first),
+            "first_token_s_p90": sorted(first)[min(len(first) - 1, int(0.9 * len(first)))],
             "group_turn_s": statistics.median(turn), "speakers_per_turn": statistics.mean(speakers)}
 
 
-def batched(backend: Any, prompts: list, params: Any) -> dict[str, float]:
-    """Tokens/s for the same prompts as one generate() call vs one call each: Anchor's replies to 16 scenarios
-    through Anchor's adapter, as Speaker.reply_batch groups a rollout step by adapter."""
+def batched(backend: Any, prompts: list, params: Any, prefix: str = "") -> dict[str, float]:
+    """Tokens/s for the same chats as one generate() call vs one call each, through Anchor's adapter, as
+    Speaker.reply_batch groups a rollout step by adapter. Two workloads: Anchor's replies to 16 scenarios
+    (rollouts, evaluation), and 16 samples of one chat (Stage-1 candidate generation: K replies per context)."""
     chats = [c for _, c in prompts]
     backend.generate(chats[:2], params.with_(max_new_tokens=4), adapter="speaker-anchor")  # warm-up
-    t = time.perf_counter()
-    one = sum(backend.generate([c], params.with_(seed=i), adapter="speaker-anchor")[0].completion_tokens
-              for i, c in enumerate(chats))
-    t_one = time.perf_counter() - t
-    t = time.perf_counter()
-    many = sum(c.completion_tokens for c in backend.generate(chats, params.with_(seed=0), adapter="speaker-anchor"))
-    t_many = time.perf_counter() - t
-    return {"one_at_a_time_tok_s": one / t_one, "batched_tok_s": many / t_many,
-            "batched_speedup": (many / t_many) / (one / t_one), "batch": len(chats)}
+    out: dict[str, float] = {"batch": len(chats)}
+    for name, work in (("", chats), ("same_prompt_", [chats[0]] * len(chats))):
+        t = time.perf_counter()
+        one = sum(backend.generate([c], params.with_(seed=100 + i), adapter="speaker-anchor")[0].completion_tokens
+                  for i, c in enumerate(work))
+        t_one = time.perf_counter() - t
+        t = time.perf_counter()
+        many = sum(c.completion_tokens for c in backend.generate(work, params.with_(seed=100), adapter="speaker-anchor"))
+        t_many = time.perf_counter() - t
+        out.update({f"{name}one_at_a_time_tok_s": one / t_one, f"{name}batched_tok_s": many / t_many,
+                    f"{name}batched_speedup": (many / t_many) / (one / t_one)})
+    return out
 
 
 def measure(kind: str, rounds: int, mode: str, threads: int | None) -> dict[str, Any]:
@@ -218,7 +224,8 @@ def main() -> None:
         print(f"{kind}: {row}", flush=True)
     plain = next((r for r in rows if r["kind"] == "plain"), None)
     cols = ["kind", "weights", "threads", "adapters", "decode_tok_s", "speaker_prompt_first_token_s", "first_token_s",
-            "group_turn_s", "speakers_per_turn", "rr_first_token_s", "rr_group_turn_s", "rr_speakers_per_turn", "one_at_a_time_tok_s", "batched_tok_s", "batched_speedup", "peak_rss_mb"]
+            "group_turn_s", "speakers_per_turn", "rr_first_token_s", "rr_group_turn_s", "rr_speakers_per_turn", "one_at_a_time_tok_s", "batched_tok_s", "batched_speedup",
+            "same_prompt_batched_speedup", "peak_rss_mb"]
     print(f"\nload average before: {load_before}, after: {os.getloadavg()} ({os.cpu_count()} CPUs)")
     print("| " + " | ".join(cols) + " | decode vs plain |\n|" + "---|" * (len(cols) + 1))
     for r in rows:

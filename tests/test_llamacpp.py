@@ -90,14 +90,15 @@ def test_batched_generation_matches_one_at_a_time(llm):
         assert foreign < own - 5.0, (adapter, batched[0].text, batched[2].text)
 
 
-def test_continuous_batching_answers_more_chats_than_slots_in_order(llm):
-    """Six chats on four KV slots: finished replies hand their slot to the next chat, and every chat gets its
-    own reply, in order, as good as one-at-a-time for that chat."""
+def test_continuous_batching_answers_more_chats_than_slots_in_order(llm, monkeypatch):
+    """Six chats on four batch slots: finished replies hand their slot to the next chat, and every chat gets
+    its own reply, in order, as good as one-at-a-time for that chat."""
+    monkeypatch.setattr(llm, "batch_seqs", 4)
     topics = ["my driving test", "my birthday", "bananas and trains", "my new job", "the rain", "my old dog"]
     chats = [[MSG[0], {"role": "user", "content": f"Tell me one short thing about {t}."}] for t in topics]
     params = GREEDY.with_(max_new_tokens=12)
     batched = llm.generate(chats, params)
-    assert len(batched) == 6 and llm.n_seq == 4
+    assert len(batched) == 6
     for chat, b in zip(chats, batched):
         single = llm.generate([chat], params)[0]
         assert b.prompt_tokens == single.prompt_tokens
