@@ -88,6 +88,9 @@ def test_batched_generation_matches_one_at_a_time(llm):
         # the probe: a reply written for another chat (the haiku) scores far lower under the driving-test chat
         own, foreign = llm.score(chats[0], [batched[0].text, batched[2].text], params, adapter=adapter)
         assert foreign < own - 5.0, (adapter, batched[0].text, batched[2].text)
+        # the batch context keeps the shared card for the next call through the same adapter, and only that one
+        assert llm._batch_prefix[0] == adapter and len(llm._batch_prefix[1]) > 32
+        assert [c.text for c in llm.generate(chats, params, adapter=adapter)][:1] == [batched[0].text]
 
 
 def test_continuous_batching_answers_more_chats_than_slots_in_order(llm, monkeypatch):

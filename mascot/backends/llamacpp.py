@@ -448,8 +448,11 @@ class LlamaCppBackend(Backend):
         with self._lock:
             _, ctx, mem, lbatch = self._batch_context()
             self._activate(adapter, ctx)
-            self.ll.llama_memory_clear(mem, True)
-            shared = self._share_prefix(prompts, min(self.batch_seqs, len(prompts)), ctx, mem, lbatch)
+            key, cached = self._batch_prefix
+            self._batch_prefix = (adapter, [])  # until this call has finished
+            if key != adapter:
+                cached = []
+            shared = self._share_prefix(prompts, min(self.batch_seqs, len(prompts)), ctx, mem, lbatch, cached=cached)
             need = [len(p) - shared + params.max_new_tokens for p in prompts]  # KV cells each one may take
             room = self._batch_cells - shared
             if max(need) > room:
@@ -483,10 +486,17 @@ class LlamaCppBackend(Backend):
             try:
                 for _ in self._run(refill([]), params, refill, ctx, lbatch):
                     pass
+                # keep the shared prefix in sequence 0 for the next call through this adapter (rollouts call
+                # each persona's adapter in turn with the same persona card)
+                for k in range(1, self.batch_seqs):
+                    self.ll.llama_memory_seq_rm(mem, k, -1, -1)
+                self.ll.llama_memory_seq_rm(mem, 0, shared, -1)
+                self._batch_prefix = (adapter, prompts[0][:shared])
             finally:
                 for s in made:
                     self.ll.llama_sampler_free(s.sampler)
-                self.ll.llama_memory_clear(mem, True)
+                if not self._batch_prefix[1]:
+                    self.ll.llama_memory_clear(mem, True)
         return [r for r in results if r is not None]
 
     def _batch_context(self) -> Any:
@@ -496,6 +506,7 @@ class LlamaCppBackend(Backend):
         streams of the chat's context (benchmarks/llamacpp_speed.py reports the throughput)."""
         if getattr(self, "_batcher", None) is None:
             self._batcher = self._unified_context(self._batch_cells, self.batch_seqs, 1)
+            self._batch_prefix: tuple[str | None, list[int]] = (None, [])  # what sequence 0 holds between calls
         return self._batcher
 
     def _unified_context(self, cells: int, seqs: int, seqs_per_token: int) -> tuple[Any, Any, Any, Any]:
@@ -513,18 +524,25 @@ class LlamaCppBackend(Backend):
         return ctx, ctx.ctx, ctx.memory, self.ll.llama_batch_init(self.n_batch, 0, seqs_per_token)
 
     def _share_prefix(self, prompts: list[list[int]], slots: int, ctx: Any = None, mem: Any = None, batch: Any = None,
-                      min_tokens: int = 32) -> int:
+                      min_tokens: int = 32, cached: list[int] | None = None) -> int:
         """Prefill the prompts' common prefix (the persona card, for one adapter group) once in sequence 0 and
-        copy it to sequences 1..slots-1; returns how many tokens every sequence now has cached. Needs an
-        empty cache."""
+        copy it to sequences 1..slots-1; returns how many tokens every sequence now has cached. Sequence 0 may
+        already hold `cached` tokens (the previous call's prefix, same adapter); every other one is empty."""
         n = min(len(p) for p in prompts) - 1
         for i in range(n):
             if any(p[i] != prompts[0][i] for p in prompts[1:]):
                 n = i
                 break
         if len(prompts) < 2 or n < min_tokens:
+            self.ll.llama_memory_seq_rm(mem or self.mem, 0, -1, -1)
             return 0
-        for pos in range(0, n, self.n_batch):
+        start = 0
+        for a, b in zip(cached or [], prompts[0][:n]):
+            if a != b:
+                break
+            start += 1
+        self.ll.llama_memory_seq_rm(mem or self.mem, 0, start, -1)
+        for pos in range(start, n, self.n_batch):
             self._decode([(prompts[0][p], p, 0, False) for p in range(pos, min(n, pos + self.n_batch))], ctx, batch)
         for i in range(1, slots):
             self.ll.llama_memory_seq_cp(mem or self.mem, 0, i, -1, -1)
