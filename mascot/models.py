@@ -105,5 +105,9 @@ def resolve_model(name: str, progress: bool = True) -> str:
     return name  # a hub-style name; loaders pass local_files_only so nothing downloads
 
 
-if __name__ == "__main__":  # `python -m mascot.models`: prepare the embedded model cache ahead of time
+if __name__ == "__main__":  # `python -m mascot.models`: prepare the embedded model caches ahead of time
     print(embedded_model_dir())
+    from mascot.backends.gguf_recode import recode_gguf
+    from mascot.backends.llamacpp import LLAMACPP_WEIGHTS
+
+    print(recode_gguf(embedded_gguf(), LLAMACPP_WEIGHTS))  # the llama.cpp backend's served weights
