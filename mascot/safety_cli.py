@@ -2,8 +2,8 @@
 
 `train` cross-validates on the training split only (stratified k-fold), picks the crisis and
 concern thresholds from the out-of-fold scores, fits the final classifier and writes it to
-`mascot/data/safety/model/`. `eval` scores the held-out split with the pattern layer alone and the
-full detector: recall and false-positive rate with 95% Wilson intervals, per category, the
+`mascot/data/safety/model/`. `eval` scores both held-out sets (the hash split of `crisis_messages.txt`
+and the fresh `crisis_heldout_v2.txt`) with the pattern layer alone and the full detector: recall and false-positive rate with 95% Wilson intervals, per category, the
 confusion matrix, the context cases, the output check and latency; `--json` also writes the
 figures that docs/safety.md quotes and the tests re-check.
 """
@@ -20,8 +20,8 @@ from pathlib import Path
 import numpy as np
 
 from mascot.errors import InputError
-from mascot.safety_data import (load_context_cases, load_meeting_openings, load_messages, load_ordinary, load_replies,
-                                message_training_examples)
+from mascot.safety_data import (load_context_cases, load_heldout_v2, load_meeting_openings, load_messages, load_ordinary,
+                                load_replies, message_training_examples)
 from mascot.stats import wilson_interval
 
 log = logging.getLogger(__name__)
@@ -35,6 +35,7 @@ CRISIS_MAX_FPR = 0.05
 CONCERN_ORDINARY_MAX_FPR = 0.05
 CONTEXT_RECALL = 0.98
 BENIGN_HISTORY = ("I've had a long week at work.", "My sister visited on Sunday.")
+FIT_LAYERS, FIT_EPOCHS, FIT_LR = 6, 5, 1e-3  # the shipped recipe (chosen by cross-validation on the training split, docs/safety.md)
 REPLY_MAX_FPR = 0.10  # the reply classifier is small: its threshold caps cross-validated false replacements
 
 
@@ -42,8 +43,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     sub = p.add_subparsers(dest="safety_command", required=True)
     t = sub.add_parser("train", help="cross-validate thresholds and fit the classifiers (CPU, minutes)")
     t.add_argument("--folds", type=int, default=3)
-    t.add_argument("--epochs", type=int, default=5)
-    t.add_argument("--layers", type=int, default=2, help="top encoder layers adapted by the LoRA")
+    t.add_argument("--epochs", type=int, default=FIT_EPOCHS)
+    t.add_argument("--layers", type=int, default=FIT_LAYERS, help="top encoder layers adapted by the LoRA")
+    t.add_argument("--lr", type=float, default=FIT_LR)
+    t.add_argument("--no-augment", action="store_true", help="do not add a noisy variant of each training line")
+    t.add_argument("--no-extra", action="store_true", help=f"leave out the round-2 training lines ({'crisis_train_extra.txt'})")
     t.add_argument("--only", choices=["messages", "replies"], default=None)
     t.add_argument("--ship", choices=["fold", "refit"], default="fold",
                    help="fold: ship the first cross-validation fold's model, trained like the models whose scores set "
@@ -56,7 +60,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     e.add_argument("--latency-runs", type=int, default=300, help="messages timed (each once)")
 
 
-def _train_one(name: str, examples, folds: int, cfg, ship: str, out_root: Path | None) -> None:  # type: ignore[no-untyped-def]
+def _train_one(name: str, examples, folds: int, cfg, ship: str, out_root: Path | None, extra_meta: dict | None = None) -> None:  # type: ignore[no-untyped-def]
     from mascot.safety_model import MODEL_DIR, Fitter, config_dict, save, threshold_for_fpr
 
     train = [e for e in examples if e.split == "train"]
@@ -69,7 +73,7 @@ def _train_one(name: str, examples, folds: int, cfg, ship: str, out_root: Path |
     y = np.array(labels)
     meta = {"name": name, "config": config_dict(cfg), "folds": folds, "train_size": len(train), "shipped": ship,
             "oof_scores": [round(float(s), 6) for s in oof], "oof_labels": [bool(v) for v in y],
-            "oof_categories": [e.category for e in train]}
+            "oof_categories": [e.category for e in train], **(extra_meta or {})}
     if name == "replies":
         t = threshold_for_fpr(oof, y, REPLY_MAX_FPR)
         meta |= {"thresholds": {"crisis": t, "concern": t}, "targets": {"reply_max_fpr": REPLY_MAX_FPR}}
@@ -132,9 +136,10 @@ def train(args: argparse.Namespace) -> int:
     from mascot.safety_model import FitConfig
 
     torch.set_num_threads(1)
-    cfg = FitConfig(layers=args.layers, epochs=args.epochs)
+    cfg = FitConfig(layers=args.layers, epochs=args.epochs, lr=args.lr, augment=not args.no_augment)
     if args.only in (None, "messages"):
-        _train_one("messages", message_training_examples(), args.folds, cfg, args.ship, args.out)
+        _train_one("messages", message_training_examples(extra=not args.no_extra), args.folds, cfg, args.ship, args.out,
+                   {"train_extra": not args.no_extra})
     if args.only in (None, "replies"):
         _train_one("replies", load_replies(), args.folds, cfg, args.ship, args.out)
     return 0
@@ -183,6 +188,10 @@ def evaluate(runs: int = 200) -> dict:
     report["patterns"] = _measure(test, [patterns.check(e.text, record=False).tier for e in test])
     report["detector"] = _measure(test, [full.check(e.text, record=False).tier for e in test])
     report["detector_after_benign_turns"] = _measure(test, [full.check(e.text, BENIGN_HISTORY, record=False).tier for e in test])
+    v2 = load_heldout_v2()
+    report["heldout_v2"] = {"test_size": len(v2),
+                            "patterns": _measure(v2, [patterns.check(e.text, record=False).tier for e in v2]),
+                            "detector": _measure(v2, [full.check(e.text, record=False).tier for e in v2])}
     ordinary = [e for e in load_ordinary() if e.split == "test"]
     flagged = [full.check(e.text, record=False).tier for e in ordinary]
     report["ordinary"] = {"fpr_crisis": _rate(flagged.count("crisis"), len(ordinary)),
@@ -222,10 +231,9 @@ def measure_latency(detector, texts: list[str], runs: int) -> dict:  # type: ign
             "max": float(np.max(timings)), "cpu_median": float(np.median(cpu)), "torch_threads": torch.get_num_threads()}
 
 
-def print_report(r: dict) -> None:
-    t = r["thresholds"]
-    print(f"Held-out split: {r['test_size']} messages; thresholds crisis={t['crisis']:.4f} concern={t['concern']:.4f} "
-          f"context floor={t.get('context', t['concern']):.4f}\n")
+def print_heldout(title: str, r: dict) -> None:
+    """Overall and per-category figures and the confusion matrices of one held-out set."""
+    print(f"== {title}: {r['test_size']} messages ==")
     print(f"{'':34} {'patterns alone':>34} {'full detector':>34}")
     for key, label in (("recall_crisis", "recall (tier crisis)"), ("recall_any", "recall (crisis or concern)"),
                        ("fpr_crisis", "false-positive rate (tier crisis)"), ("fpr_any", "FPR (crisis or concern)")):
@@ -240,6 +248,15 @@ def print_report(r: dict) -> None:
         print(f"{'':10} {'crisis':>8} {'concern':>8} {'none':>8}")
         for label, row in r[name]["confusion"].items():
             print(f"{label:10} {row['crisis']:>8} {row['concern']:>8} {row['none']:>8}")
+    print()
+
+
+def print_report(r: dict) -> None:
+    t = r["thresholds"]
+    print(f"Thresholds crisis={t['crisis']:.4f} concern={t['concern']:.4f} context floor={t.get('context', t['concern']):.4f}\n")
+    print_heldout("Held-out split of crisis_messages.txt", r)
+    if "heldout_v2" in r:
+        print_heldout("Fresh held-out set v2 (crisis_heldout_v2.txt)", r["heldout_v2"])
     a = r["detector_after_benign_turns"]["overall"]
     print(f"\nThe same messages after two harmless earlier turns: recall (crisis) {_fmt(a['recall_crisis'])}, "
           f"recall (crisis or concern) {_fmt(a['recall_any'])}, FPR (crisis) {_fmt(a['fpr_crisis'])}, "

@@ -4,6 +4,9 @@
   category; written for this project.
 - `persona_replies.txt`: persona replies, `bad` (encourages self-harm or gives means) or `good`.
 - `context_cases.txt`: short multi-turn cases with the expected tier of the last message.
+- `crisis_train_extra.txt`: more training messages (round 2), all training-only.
+- `crisis_heldout_v2.txt`: a fresh held-out set (v2), written after the first model was developed and
+  committed before any model saw it; every line is test-only.
 
 The held-out split is fixed per line by a hash of its text, so the training code can never see
 it and editing one line never moves the others between splits.
@@ -12,6 +15,8 @@ it and editing one line never moves the others between splits.
 from __future__ import annotations
 
 import hashlib
+import random
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -86,6 +91,26 @@ def load_messages(path: Path | None = None) -> list[Example]:
     return _examples(path or DATA_DIR / "crisis_messages.txt", MESSAGE_LABELS, TEST_FRACTION)  # type: ignore[arg-type]
 
 
+HELDOUT_V2 = "crisis_heldout_v2.txt"
+TRAIN_EXTRA = "crisis_train_extra.txt"
+
+
+def load_train_extra(path: Path | None = None) -> list[Example]:
+    """The round-2 training messages: all training-only (a test checks they overlap no held-out line)."""
+    rows = _blocks(path or DATA_DIR / TRAIN_EXTRA, MESSAGE_LABELS)
+    return [Example(text, label, cat, "train", label == MESSAGE_LABELS[0]) for label, cat, text in rows]
+
+
+def load_heldout_v2(path: Path | None = None) -> list[Example]:
+    """The fresh held-out messages (v2): all test-only, never used for training or threshold choice."""
+    path = path or DATA_DIR / HELDOUT_V2
+    rows = _blocks(path, MESSAGE_LABELS)
+    texts = [t for _, _, t in rows]
+    if len(set(texts)) != len(texts):
+        raise ConfigError(f"{path}: a line appears twice; each held-out message must be unique.")
+    return [Example(text, label, cat, "test", label == MESSAGE_LABELS[0]) for label, cat, text in rows]
+
+
 def load_replies(path: Path | None = None) -> list[Example]:
     """The bad / good persona replies for the output check (a small set: half of it is held out)."""
     return _examples(path or DATA_DIR / "persona_replies.txt", REPLY_LABELS, REPLY_TEST_FRACTION)  # type: ignore[arg-type]
@@ -110,13 +135,49 @@ def load_meeting_openings() -> list[Example]:
             for s in load_scenarios("bundled") if s.setting == "meeting" and s.opening]
 
 
-def message_training_examples(untrained: Iterable[str] = ()) -> list[Example]:
+def message_training_examples(untrained: Iterable[str] = (), extra: bool = True) -> list[Example]:
     """The message classifier's training examples, in training order: the training split of the labelled
-    messages, of the everyday scenario openings and of the meeting openings, minus the categories in
-    `untrained` (those a saved model predates)."""
+    messages, of the everyday scenario openings and of the meeting openings, then (with `extra`) the round-2
+    training messages, minus the categories in `untrained` (those a saved model predates)."""
     skip = set(untrained)
-    pool = load_messages() + load_ordinary() + load_meeting_openings()
+    pool = load_messages() + load_ordinary() + load_meeting_openings() + (load_train_extra() if extra else [])
     return [e for e in pool if e.split == "train" and e.category not in skip]
+
+
+# Training-only augmentation: how people really type (lowercase, no apostrophes, slang, typos).
+_SLANG = [(r"\byou\b", "u"), (r"\bgoing to\b", "gonna"), (r"\bwant to\b", "wanna"), (r"\btonight\b", "tonite"),
+          (r"\breally\b", "rly"), (r"\bbecause\b", "cuz"), (r"\bright now\b", "rn"), (r"\bto be honest\b", "tbh"),
+          (r"\bsomeone\b", "some1"), (r"\bplease\b", "pls"), (r"\btomorrow\b", "tmrw"), (r"\bthough\b", "tho"),
+          (r"\bI am\b", "im"), (r"\bdon't\b", "dont"), (r"\bcan't\b", "cant"), (r"\bI'm\b", "im")]
+
+
+def _typo(word: str, rng: random.Random) -> str:
+    if len(word) < 4 or not word.isalpha():
+        return word
+    i = rng.randrange(1, len(word) - 1)
+    kind = rng.randrange(3)
+    if kind == 0:
+        return word[:i] + word[i + 1 :]  # dropped letter
+    if kind == 1:
+        return word[:i] + word[i + 1] + word[i] + word[i + 2 :]  # swapped letters
+    return word[:i] + word[i] + word[i:]  # doubled letter
+
+
+def augment(text: str) -> str:
+    """One noisy variant of a training message, fixed by its text: lowercase, no apostrophes or final full
+    stop, slang substitutions and a typo or two (only ever applied to training lines)."""
+    rng = random.Random(hashlib.sha256(("aug:" + text).encode("utf-8")).hexdigest())
+    out = text
+    for pattern, repl in _SLANG:
+        if rng.random() < 0.7:
+            out = re.sub(pattern, repl, out, flags=re.I)
+    out = out.lower().replace("'", "").replace("’", "").rstrip(".")
+    words = out.split(" ")
+    for _ in range(rng.choice((0, 1, 1, 2))):
+        j = rng.randrange(len(words))
+        words[j] = _typo(words[j], rng)
+    out = " ".join(words)
+    return out if out != text else out + " tbh"
 
 
 def load_context_cases(path: Path | None = None) -> list[ContextCase]:

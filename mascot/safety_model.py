@@ -43,6 +43,7 @@ class FitConfig:
     lr: float = 1e-3
     batch_size: int = 16
     seed: int = 0
+    augment: bool = False  # also train on one noisy variant of each training line (kept in its line's fold)
 
 
 def _tokenizer_and_encoder():  # type: ignore[no-untyped-def]
@@ -71,14 +72,20 @@ class Fitter:
     def __init__(self, texts: Sequence[str], cfg: FitConfig) -> None:
         import torch
 
+        from mascot.safety_data import augment
+
         self.cfg = cfg
         self.tokenizer, base = _tokenizer_and_encoder()
         base.eval()
         first = NUM_LAYERS - cfg.layers
         self.states: list = []
+        # with augmentation, cached example len(texts) + i is the noisy variant of example i: it joins training
+        # only together with example i, so a variant never sits in another fold than its line
+        self.n = len(texts)
+        every = list(texts) + ([augment(t) for t in texts] if cfg.augment else [])
         with torch.no_grad():
-            for i in range(0, len(texts), 64):
-                b = self.tokenizer(list(texts[i : i + 64]), padding=True, truncation=True, max_length=MAX_TOKENS, return_tensors="pt")
+            for i in range(0, len(every), 64):
+                b = self.tokenizer(every[i : i + 64], padding=True, truncation=True, max_length=MAX_TOKENS, return_tensors="pt")
                 hs = base(**b, output_hidden_states=True).hidden_states[first]
                 for j in range(hs.shape[0]):
                     self.states.append(hs[j, : int(b["attention_mask"][j].sum())].clone())
@@ -106,12 +113,14 @@ class Fitter:
 
         torch.manual_seed(self.cfg.seed)
         _, base = _tokenizer_and_encoder()
+        head = torch.nn.Linear(HIDDEN, 1)
         model = get_peft_model(base, _lora_config(self.cfg))
         layers = model.base_model.model.encoder.layer[NUM_LAYERS - self.cfg.layers :]
-        head = torch.nn.Linear(HIDDEN, 1)
         params = [p for p in model.parameters() if p.requires_grad] + list(head.parameters())
         opt = torch.optim.AdamW(params, lr=self.cfg.lr, weight_decay=0.01)
-        y = torch.tensor([float(labels[i]) for i in train])
+        if self.cfg.augment:
+            train = [*train, *(self.n + i for i in train)]
+        y = torch.tensor([float(labels[i % self.n]) for i in train])
         gen = torch.Generator().manual_seed(self.cfg.seed)
         model.train()
         for _ in range(self.cfg.epochs):

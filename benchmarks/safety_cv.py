@@ -1,0 +1,61 @@
+"""Cross-validated comparison of crisis-classifier recipes on the TRAINING split only (no held-out line is
+read): out-of-fold recall at the shipped threshold rules and at fixed false-positive rates on the hard
+negatives. This is how the shipped recipe was chosen (docs/safety.md).
+
+    HF_HUB_OFFLINE=1 nice -n 10 .venv/bin/python benchmarks/safety_cv.py --layers 6 [--epochs 5] [--lr 1e-3]
+        [--no-augment] [--no-extra] [--rank 16]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import mascot  # noqa: E402,F401  (sets the OpenMP wait policy before torch starts)
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+from mascot.safety_cli import CONCERN_ORDINARY_MAX_FPR, CONTEXT_RECALL, CRISIS_MAX_FPR  # noqa: E402
+from mascot.safety_data import message_training_examples  # noqa: E402
+from mascot.safety_model import FitConfig, Fitter, message_thresholds, threshold_for_fpr  # noqa: E402
+
+EASY_NEGATIVES = ("ordinary", "meeting", "short_everyday", "everyday_questions")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--layers", type=int, default=6)
+    p.add_argument("--epochs", type=int, default=5)
+    p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--rank", type=int, default=16)
+    p.add_argument("--folds", type=int, default=3)
+    p.add_argument("--no-augment", action="store_true")
+    p.add_argument("--no-extra", action="store_true")
+    args = p.parse_args()
+    torch.set_num_threads(1)
+    examples = message_training_examples(extra=not args.no_extra)
+    labels = [e.positive for e in examples]
+    cfg = FitConfig(layers=args.layers, rank=args.rank, epochs=args.epochs, lr=args.lr, augment=not args.no_augment)
+    started = time.time()
+    oof, _ = Fitter([e.text for e in examples], cfg).out_of_fold(list(range(len(examples))), labels, args.folds)
+    y = np.array(labels)
+    cats = np.array([e.category for e in examples])
+    ordinary = cats == "ordinary"
+    hard = ~y & ~np.isin(cats, EASY_NEGATIVES)
+    t = message_thresholds(oof, y, ordinary, CRISIS_MAX_FPR, CONCERN_ORDINARY_MAX_FPR, CONTEXT_RECALL)
+    print(f"{cfg} on {len(examples)} training examples, {args.folds} folds, {time.time() - started:.0f} s")
+    print(f"thresholds {t}")
+    for tier in ("crisis", "concern"):
+        print(f"  at the {tier} threshold: recall {(oof[y] >= t[tier]).mean():.3f}, hard-negative FPR "
+              f"{(oof[hard] >= t[tier]).mean():.3f}, everyday openings {(oof[ordinary] >= t[tier]).mean():.3f}")
+    for fpr in (0.02, 0.05, 0.08, 0.10, 0.20):
+        th = threshold_for_fpr(oof[y | hard], y[y | hard], fpr)
+        print(f"  hard-negative FPR <= {fpr:.2f}: recall {(oof[y] >= th).mean():.3f}")
+
+
+if __name__ == "__main__":
+    main()
