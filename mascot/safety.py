@@ -81,6 +81,14 @@ REPLY_PATTERNS: dict[str, str] = {
 }
 _REPLY_COMPILED = [(k, re.compile(v, re.I)) for k, v in REPLY_PATTERNS.items()]
 
+# A plan, a time, means at hand or a farewell. Alone such a line is often harmless ("I have a plan for the
+# weekend"); right after a turn that already read as ideation (*concern* or above) it is a crisis.
+ESCALATION = re.compile(
+    r"\b(?:i(?:'ve| have) (?:got )?a plan|i(?:'ve| have) decided|i know (?:how|when|where)|i(?:'m| am) (?:going|gonna) "
+    r"(?:to )?do it|(?:it|i)(?:'s| is| will be|'ll be) (?:going to be )?(?:tonight|tomorrow|this (?:week(?:end)?|evening))|"
+    r"(?:got|have|bought|ready) (?:the |my |some )?(?:pills|rope|gun|blade|razor)|wrote (?:letters|a letter|goodbye)|"
+    r"goodbye (?:note|letter)s?|going there tonight|after every(?:one|body)(?:'s| is) asleep)", re.I)
+
 # Words of self-harm, death and means. In a conversation the input check found ordinary (tier *none*), the reply
 # classifier may only replace a sentence that uses one of them: on its own it replaced 4 of 48 ordinary persona
 # replies ("The cat is out of the game.", 0.98; benchmarks/reply_false_positives.py). Once the user's message is
@@ -250,6 +258,8 @@ class CrisisDetector:
         s_msg, s_win, s_prev = (float(v) for v in self.classifier.score([msg, window, earlier]))
         if s_msg >= t_crisis and s_win >= floor:  # the context does not explain it away
             return _result(CRISIS, s_msg, "classifier")
+        if max(s_turns) >= t_concern and ESCALATION.search(normalise(clean)):  # ideation, then a plan or means
+            return _result(CRISIS, max(s_turns), "context")
         if s_win >= t_crisis and s_msg >= floor:  # read with the earlier turns, this message is a crisis
             return _result(CRISIS, s_win, "context")
         if max(s_msg, s_win) >= t_concern:  # either reading is in the gray zone

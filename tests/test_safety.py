@@ -157,9 +157,8 @@ def test_pattern_layer_is_precise_and_handles_negation():
 def test_context_of_the_last_three_user_turns():
     d = default_detector()
     plan = d.check("I have a plan.", ["I can't go on like this anymore."], record=False)
-    # The issue asks for *crisis* here; the shipped model reads this window only as *concern* (score 0.307 against
-    # a crisis threshold of 0.543; docs/safety.md, Known gaps). It must at least be flagged, and by the context.
-    assert plan.tier in ("crisis", "concern") and plan.layer in ("context", "classifier", "pattern")
+    # the classifier reads this window only as *concern*; a plan right after ideation escalates it (ESCALATION)
+    assert plan.is_crisis and plan.layer == "context"
     alone = d.check("I have a plan.", ["I failed my driving test today."], record=False)
     assert not alone.is_crisis  # after a harmless turn the same words are not a crisis
     cases = load_context_cases()
@@ -177,6 +176,15 @@ def test_context_logic_with_a_stub_classifier():
     assert after.tier == "concern" and after.layer == "context"  # still close to a crisis turn, but no new risk
     assert d.check("thanks", [], record=False).tier == "none"
     assert d.check("I have a plan.", [], record=False).tier == "concern"  # alone, only a gray zone
+
+
+def test_a_plan_or_means_after_ideation_escalates_to_crisis():
+    stub = StubClassifier({"Everything feels pointless.": 0.5, "I've decided it's going to be this weekend.": 0.01})
+    d = CrisisDetector(classifier=stub, reply_classifier=stub)
+    later = d.check("I've decided it's going to be this weekend.", ["Everything feels pointless."], record=False)
+    assert later.is_crisis and later.layer == "context"
+    assert d.check("I've decided it's going to be this weekend.", ["We booked a cabin."], record=False).tier == "none"
+    assert not d.check("Thanks, that helps.", ["Everything feels pointless."], record=False).is_crisis
 
 
 @pytest.mark.parametrize("text", ["", "   ", "x" * 100_000, "\x00\x01\x02\xff" * 500, "😭😭😭", "🔪🩸", "\ud83d",
