@@ -123,14 +123,17 @@ def test_base_backend_score_raises():
 
 
 def test_trained_chat_answers_with_two_voices_and_honours_bounds_and_mentions(es_pack):
+    from mascot.safety import CrisisDetector
+
     fb = FakeBackend(scorer=prefer("none", "Beacon", "Anchor", "Catalyst"))
     fb.add_adapter("director", "/tmp/director")
-    g = GroupChat(fb, es_pack.active, mode="trained")
+    # about the director, so the crisis tiers are left to the pattern layer (tests/test_safety.py covers them)
+    g = GroupChat(fb, es_pack.active, mode="trained", safety=CrisisDetector(use_classifier=False))
     assert g.director.mode == "trained"
     turns = g.run(Dialogue(), "I failed my driving test.")
     assert [t.speaker for t in turns] == ["Beacon", "Anchor"]  # wants to yield at once, but two voices first
     assert {c[0].adapter for c in fb.score_calls} == {"director"}  # speaker, action and tone all scored by it
-    one = GroupChat(fb, es_pack.active, mode="trained", max_speakers=1)
+    one = GroupChat(fb, es_pack.active, mode="trained", max_speakers=1, safety=g.safety)
     assert len(one.run(Dialogue(), "hello")) == 1
     assert [t.speaker for t in g.run(Dialogue(), "@Catalyst what do you think?")] == ["Catalyst"]
 
