@@ -342,9 +342,20 @@ def test_check_crisis_keeps_its_interface():
     assert r.is_crisis and r.tier == "crisis" and r.layer and 0 <= r.score <= 1
     for everyday in ("This traffic is killing me", "hi", "thanks", "I moved and feel lonely"):
         assert check_crisis(everyday).tier == "none", everyday
-    # Known gap of the shipped model (docs/safety.md): its concern threshold (0.0033) sits in the tail where some
-    # short greetings land, so "hello there" (0.0061) gets Anchor's safety question; it is never a crisis.
-    assert check_crisis("hello there").tier != "crisis"
+    # the concern threshold (0.0033) sits where short everyday lines land; short lines without a word of harm
+    # need SHORT_CONCERN alone (docs/safety.md)
+    for short in ("hello there", "tell me more", "I don't know", "@Catalyst what do you think?"):
+        assert check_crisis(short).tier == "none", short
+
+
+def test_short_lines_need_more_than_the_concern_threshold_unless_they_name_harm():
+    stub = StubClassifier({"tell me more": 0.2, "imma rope tonight": 0.2, "why even bother": 0.35,
+                           "I don't know what to do with my life anymore honestly": 0.2}, concern=0.01)
+    d = CrisisDetector(classifier=stub, reply_classifier=stub)
+    assert d.check("tell me more", record=False).tier == "none"
+    assert d.check("imma rope tonight", record=False).tier == "concern"  # a word of means keeps the threshold
+    assert d.check("why even bother", record=False).tier == "concern"  # above SHORT_CONCERN
+    assert d.check("I don't know what to do with my life anymore honestly", record=False).tier == "concern"  # long
 
 
 @pytest.mark.slow
