@@ -94,19 +94,28 @@ def test_batched_generation_matches_one_at_a_time(llm):
 
 
 def test_continuous_batching_answers_more_chats_than_slots_in_order(llm, monkeypatch):
-    """Six chats on four batch slots: finished replies hand their slot to the next chat, and every chat gets
-    its own reply, in order, as good as one-at-a-time for that chat."""
+    """Six chats on four batch slots, then on a KV budget that holds only two at once: finished replies hand
+    their slot (which holds the shared card) to the next chat, and every chat gets its own reply, in order, as
+    good as one-at-a-time for that chat."""
     monkeypatch.setattr(llm, "batch_seqs", 4)
+    monkeypatch.setattr(llm, "_batch_cells", llm._batch_cells)
     topics = ["my driving test", "my birthday", "bananas and trains", "my new job", "the rain", "my old dog"]
-    chats = [[MSG[0], {"role": "user", "content": f"Tell me one short thing about {t}."}] for t in topics]
+    card = {"role": "system", "content": MSG[0]["content"] + " You listen first, name the feeling, and never lecture. "
+            "You keep replies to two sentences and you speak warmly, like a friend at the kitchen table."}
+    chats = [[card, {"role": "user", "content": f"Tell me one short thing about {t}."}] for t in topics]
     params = GREEDY.with_(max_new_tokens=12)
+    single = [llm.generate([c], params)[0] for c in chats]
     batched = llm.generate(chats, params)
-    assert len(batched) == 6
-    for chat, b in zip(chats, batched):
-        single = llm.generate([chat], params)[0]
-        assert b.prompt_tokens == single.prompt_tokens
-        mine, theirs = llm.score(chat, [b.text, single.text], params)
-        assert mine >= theirs - 0.5, (b.text, single.text)
+    shared = len(llm._batch_prefix[1])
+    assert shared > 0
+    llm._batch_cells = shared + 2 * (max(len(llm._prompt(c, params)) for c in chats) - shared + 12)
+    tight = llm.generate(chats, params)
+    for replies in (batched, tight):
+        assert len(replies) == 6
+        for chat, b, one in zip(chats, replies, single):
+            assert b.prompt_tokens == one.prompt_tokens
+            mine, theirs = llm.score(chat, [b.text, one.text], params)
+            assert mine >= theirs - 0.5, (b.text, one.text)
 
 
 def test_switching_a_b_a_gives_fresh_context_output_for_b(llm, strong):

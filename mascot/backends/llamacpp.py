@@ -452,14 +452,15 @@ class LlamaCppBackend(Backend):
             self._batch_prefix = (adapter, [])  # until this call has finished
             if key != adapter:
                 cached = []
-            shared = self._share_prefix(prompts, min(self.batch_seqs, len(prompts)), ctx, mem, lbatch, cached=cached)
+            slots = min(self.batch_seqs, len(prompts))
+            shared = self._share_prefix(prompts, slots, ctx, mem, lbatch, cached=cached)
             need = [len(p) - shared + params.max_new_tokens for p in prompts]  # KV cells each one may take
             room = self._batch_cells - shared
             if max(need) > room:
                 raise BackendError(f"A prompt of {max(len(p) for p in prompts)} tokens plus {params.max_new_tokens} new ones "
                                    f"does not fit the llamacpp batch context ({self._batch_cells} cells); shorten it.")
             pending = list(range(len(prompts)))
-            free = list(range(self.batch_seqs))
+            free = list(range(slots))  # the sequences that hold the shared prefix
             index: dict[int, int] = {}  # id(_Seq) -> prompt index
             made: list[_Seq] = []
             used = 0
