@@ -13,7 +13,7 @@ from mascot.train.stage2_config import build_stage2_grpo_config, list_stage2_rec
 def test_bundled_recipes_load_and_build(tmp_path) -> None:
     assert {"tiny-cpu", "paper-gpu"} <= set(list_stage2_recipes())
     tiny = load_stage2_recipe("tiny-cpu")
-    assert tiny.rollout_backend == "transformers" and tiny.rewards == ["group", "format"]
+    assert tiny.rollout_backend == "auto" and tiny.rewards == ["group", "format"]  # llama.cpp on CPU
     assert tiny.stage_dir.name == "stage2" and tiny.out.name == "tiny-cpu"
     paper = load_stage2_recipe("paper-gpu")
     args = build_stage2_grpo_config(paper, tmp_path, validate_only=True)
@@ -44,3 +44,17 @@ def test_cli_print_config(capsys) -> None:
     assert main(["train", "stage2", "--recipe", "tiny-cpu", "--max-steps", "3", "--block-turns", "2", "--print-config"]) == 0
     cfg = json.loads(capsys.readouterr().out)
     assert cfg["max_steps"] == 3 and cfg["block_turns"] == 2
+
+
+def test_rollout_backend_is_read_without_building_the_config():
+    """The CLI reads the rollout backend before TRL and torch load, so llama.cpp can load first."""
+    import sys
+
+    from mascot.train.stage2_config import recipe_rollout_backend
+
+    assert recipe_rollout_backend("tiny-cpu") in ("llamacpp", "transformers")  # auto: llamacpp on a CPU machine
+    assert recipe_rollout_backend("tiny-cpu", {"rollout-backend": "transformers"}) == "transformers"
+    assert recipe_rollout_backend("paper-gpu") == "vllm"
+    if "torch" not in sys.modules:  # run alone, the peek itself must not import torch
+        recipe_rollout_backend("tiny-cpu")
+        assert "torch" not in sys.modules

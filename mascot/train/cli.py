@@ -74,11 +74,15 @@ def cli_overrides(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def main_stage2(args: argparse.Namespace) -> int:
-    from mascot.train.stage2_config import list_stage2_recipes, load_stage2_recipe
+    from mascot.train.stage2_config import list_stage2_recipes, load_stage2_recipe, recipe_rollout_backend
 
     if args.list_recipes:
         print("\n".join(list_stage2_recipes()))
         return 0
+    if not args.print_config and recipe_rollout_backend(args.recipe, cli_overrides(args)) == "llamacpp":
+        from mascot.backends.llamacpp import import_llama_cpp
+
+        import_llama_cpp()  # before the recipe imports TRL and torch: llama.cpp keeps its own OpenMP policy
     cfg = load_stage2_recipe(args.recipe, cli_overrides(args))
     if args.print_config:
         print(json.dumps(cfg.to_dict(), indent=2, default=str))

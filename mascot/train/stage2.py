@@ -332,6 +332,12 @@ def main(cfg: Stage2Config, only: list[str] | None = None, redo: list[str] | Non
     for s in [*(only or []), *(redo or [])]:
         if s not in STAGE2_STEPS:
             raise ConfigError(f"Unknown stage-2 step {s!r}. Valid steps: {', '.join(STAGE2_STEPS)}.")
+    from mascot.backends import resolve_kind
+
+    if resolve_kind(cfg.rollout_backend, cfg.model) == "llamacpp":
+        from mascot.backends.llamacpp import import_llama_cpp
+
+        import_llama_cpp()  # before torch: llama.cpp keeps its own OpenMP wait policy (see import_llama_cpp)
     if cfg.torch_threads:
         import torch
 

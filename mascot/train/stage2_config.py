@@ -52,7 +52,7 @@ class Stage2Config:
     model: str = field(default="embedded", metadata={"help": "Base model of the director (and the frozen speakers)."})
     dtype: str = field(default="auto", metadata={"help": "Rollout backend dtype."})
     train_dtype: str = field(default="float32", metadata={"help": "dtype the trainer loads the director's base in."})
-    rollout_backend: str = field(default="transformers", metadata={"help": "Backend for frozen speakers / simulated user (transformers | llamacpp | vllm | openai)."})
+    rollout_backend: str = field(default="auto", metadata={"help": "Backend for frozen speakers / simulated user (auto: llamacpp on CPU for a GGUF model | transformers | llamacpp | vllm | openai)."})
     speakers_run: str | None = field(default=None, metadata={"help": "Run whose Stage-1 speaker adapters are frozen in rollouts (default: this run)."})
 
     # rollouts and reward
@@ -150,11 +150,7 @@ def list_stage2_recipes() -> list[str]:
     return sorted(p.stem for p in STAGE2_RECIPES_DIR.glob("*.yaml"))
 
 
-def load_stage2_recipe(name_or_path: str | Path, overrides: dict[str, Any] | None = None) -> Stage2Config:
-    """A bundled Stage-2 recipe by name or any YAML path, plus `{field or grpo.field: value}` overrides."""
-    import mascot.train.configs  # noqa: F401  (loads configs before recipes: they import each other)
-    from mascot.train.recipes import coerce, normalise_key
-
+def _read_stage2_yaml(name_or_path: str | Path) -> tuple[Path, dict[str, Any]]:
     p = Path(name_or_path)
     if p.suffix not in (".yaml", ".yml"):
         p = STAGE2_RECIPES_DIR / f"{name_or_path}.yaml"
@@ -163,9 +159,27 @@ def load_stage2_recipe(name_or_path: str | Path, overrides: dict[str, Any] | Non
     elif not p.exists():
         raise ConfigError(f"Recipe file {p} does not exist. Bundled stage-2 recipes: {', '.join(list_stage2_recipes())}.")
     try:
-        data = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
+        return p, yaml.safe_load(p.read_text(encoding="utf-8")) or {}
     except yaml.YAMLError as exc:
         raise ConfigError(f"{p}: not valid YAML ({exc}).") from exc
+
+
+def recipe_rollout_backend(name_or_path: str | Path, overrides: dict[str, Any] | None = None) -> str:
+    """The recipe's rollout backend and model, read without building the config (which imports TRL and torch):
+    the CLI loads llama.cpp before torch when the rollouts will run on it."""
+    _, data = _read_stage2_yaml(name_or_path)
+    merged = {**data, **{k.replace("-", "_"): v for k, v in (overrides or {}).items()}}
+    from mascot.backends import resolve_kind
+
+    return resolve_kind(str(merged.get("rollout_backend", "auto")), str(merged.get("model", "embedded")))
+
+
+def load_stage2_recipe(name_or_path: str | Path, overrides: dict[str, Any] | None = None) -> Stage2Config:
+    """A bundled Stage-2 recipe by name or any YAML path, plus `{field or grpo.field: value}` overrides."""
+    import mascot.train.configs  # noqa: F401  (loads configs before recipes: they import each other)
+    from mascot.train.recipes import coerce, normalise_key
+
+    p, data = _read_stage2_yaml(name_or_path)
     hints = typing.get_type_hints(Stage2Config)
     top = {f.name for f in dataclasses.fields(Stage2Config) if f.name != "recipe"}
     grpo_fields = _grpo_fields()
