@@ -113,6 +113,16 @@ def resolve_gguf(model: str) -> Path:
     return path
 
 
+def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    """How many leading tokens `a` and `b` share."""
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
 @dataclass
 class _Seq:
     """One sequence being generated: its KV sequence id, tokens and sampler."""
@@ -183,7 +193,11 @@ class LlamaCppBackend(Backend):
         self._lora: dict[str, Any] = {}
         self._gguf_adapters: dict[str, str] = {}
         self._active: dict[int, str | None] = {}  # context address -> adapter set on it ("" = not set yet)
-        self._scorer: Any = None  # the unified-KV scoring context, made on first score()
+        # the unified-KV scoring and batch contexts, made on first use, and the prompt prefix each keeps (by adapter)
+        self._scorer: Any = None
+        self._batcher: Any = None
+        self._score_cache: tuple[str | None, list[int]] = (None, [])
+        self._batch_prefix: tuple[str | None, list[int]] = (None, [])
         self._slots: list[tuple[str | None, list[int]]] = [(None, []) for _ in range(n_seq)]
         self._lru: list[int] = list(range(n_seq))
         self._lock = threading.RLock()
@@ -289,8 +303,9 @@ class LlamaCppBackend(Backend):
     def tokenize(self, text: str) -> list[int]:
         return self._model.tokenize(text.encode(), add_bos=False, special=True)
 
-    def _prompt(self, messages: Messages, params: GenerationParams) -> list[int]:
-        tokens = self.tokenize(self.render(messages, params.prefill))
+    def _prompt(self, messages: Messages, params: GenerationParams, text: str | None = None) -> list[int]:
+        """The chat's tokens (`text`: the chat already rendered with the prefill), checked against the context."""
+        tokens = self.tokenize(self.render(messages, params.prefill) if text is None else text)
         room = self.n_ctx_seq - params.max_new_tokens
         if len(tokens) > room:
             raise BackendError(f"The prompt is {len(tokens)} tokens; with {params.max_new_tokens} new tokens it exceeds "
@@ -413,11 +428,7 @@ class LlamaCppBackend(Backend):
         for i, (key, cached) in enumerate(self._slots):
             if key != adapter or not cached:
                 continue
-            n = 0
-            for a, b in zip(cached, tokens):
-                if a != b:
-                    break
-                n += 1
+            n = common_prefix(cached, tokens)
             if n > best_n:
                 best, best_n = i, n
         if best < 0:
@@ -505,9 +516,8 @@ class LlamaCppBackend(Backend):
         call shares (the persona prefix is decoded once and tagged to each sequence, not copied), cleared per
         call. Decoding eight sequences together took 31-34 ms a step here, against 54 ms in the per-sequence
         streams of the chat's context (benchmarks/llamacpp_speed.py reports the throughput)."""
-        if getattr(self, "_batcher", None) is None:
+        if self._batcher is None:
             self._batcher = self._unified_context(self._batch_cells, self.batch_seqs, 1)
-            self._batch_prefix: tuple[str | None, list[int]] = (None, [])  # what sequence 0 holds between calls
         return self._batcher
 
     def _unified_context(self, cells: int, seqs: int, seqs_per_token: int) -> tuple[Any, Any, Any, Any]:
@@ -529,25 +539,21 @@ class LlamaCppBackend(Backend):
         """Prefill the prompts' common prefix (the persona card, for one adapter group) once in sequence 0 and
         copy it to sequences 1..slots-1; returns how many tokens every sequence now has cached. Sequence 0 may
         already hold `cached` tokens (the previous call's prefix, same adapter); every other one is empty."""
-        n = min(len(p) for p in prompts) - 1
-        for i in range(n):
-            if any(p[i] != prompts[0][i] for p in prompts[1:]):
-                n = i
-                break
+        n = min([len(p) - 1 for p in prompts] + [common_prefix(prompts[0], p) for p in prompts[1:]])
         if len(prompts) < 2 or n < min_tokens:
             self.ll.llama_memory_seq_rm(mem or self.mem, 0, -1, -1)
             return 0
-        start = 0
-        for a, b in zip(cached or [], prompts[0][:n]):
-            if a != b:
-                break
-            start += 1
+        start = common_prefix(cached or [], prompts[0][:n])
         self.ll.llama_memory_seq_rm(mem or self.mem, 0, start, -1)
-        for pos in range(start, n, self.n_batch):
-            self._decode([(prompts[0][p], p, 0, False) for p in range(pos, min(n, pos + self.n_batch))], ctx, batch)
+        self._prefill(prompts[0], start, n, ctx, batch)
         for i in range(1, slots):
             self.ll.llama_memory_seq_cp(mem or self.mem, 0, i, -1, -1)
         return n
+
+    def _prefill(self, tokens: list[int], start: int, end: int, ctx: Any, batch: Any) -> None:
+        """Decode tokens[start:end] into sequence 0, without logits, n_batch at a time."""
+        for pos in range(start, end, self.n_batch):
+            self._decode([(tokens[p], p, 0, False) for p in range(pos, min(end, pos + self.n_batch))], ctx, batch)
 
     def _single(self, messages: Messages, params: GenerationParams, adapter: str | None,
                 stream: bool) -> Iterator[tuple[str, int, int, str]]:
@@ -586,7 +592,6 @@ class LlamaCppBackend(Backend):
         scores each turn re-decodes only what the dialogue added."""
         if self._scorer is None:
             self._scorer = self._unified_context(self.n_ctx_seq + self.n_batch, self.SCORE_SEQS, self.SCORE_SEQS)
-            self._score_cache: tuple[str | None, list[int]] = (None, [])
         return self._scorer
 
     def score(self, messages: Messages, continuations: Sequence[str], params: GenerationParams,
@@ -599,17 +604,10 @@ class LlamaCppBackend(Backend):
         continuations are decoded together, each in its own sequence."""
         if not continuations:
             return []
-        prompt = self._prompt(messages, params.with_(max_new_tokens=0))
         text = self.render(messages, params.prefill)
+        prompt = self._prompt(messages, params.with_(max_new_tokens=0), text)
         fulls = [self.tokenize(text + c) for c in continuations]
-        starts = []
-        for f in fulls:
-            n = 0
-            for a, b in zip(prompt, f):
-                if a != b:
-                    break
-                n += 1
-            starts.append(max(1, n))
+        starts = [max(1, common_prefix(prompt, f)) for f in fulls]
         common = min(starts) - 1  # tokens shared by every continuation, decoded once
         if max(len(f) for f in fulls) - common > self.n_batch or max(len(f) for f in fulls) > self.n_ctx_seq:
             raise BackendError("A continuation to score is longer than the llamacpp batch or context; score shorter texts.")
@@ -618,12 +616,7 @@ class LlamaCppBackend(Backend):
             _, ctx, mem, batch = self._scoring_context()
             self._activate(adapter, ctx)
             key, cached = self._score_cache
-            reuse = 0
-            if key == adapter:
-                for a, b in zip(cached, prompt[:common]):
-                    if a != b:
-                        break
-                    reuse += 1
+            reuse = common_prefix(cached, prompt[:common]) if key == adapter else 0
             self.ll.llama_memory_seq_rm(mem, 0, reuse, -1)
             self._score_cache = (adapter, [])  # until the prompt is in the cache
             groups: list[list[int]] = [[]]
@@ -637,8 +630,7 @@ class LlamaCppBackend(Backend):
             # the prompt's uncached tail rides in the first group's decode when it fits, else goes first
             tail = prompt[reuse:common]
             if len(tail) + sum(len(fulls[j]) - common for j in groups[0]) > self.n_batch:
-                for pos in range(reuse, common, self.n_batch):
-                    self._decode([(prompt[p], p, 0, False) for p in range(pos, min(common, pos + self.n_batch))], ctx, batch)
+                self._prefill(prompt, reuse, common, ctx, batch)
                 tail, reuse = [], common
             for n, group in enumerate(groups):
                 scores += self._score_group(ctx, mem, batch, [fulls[j] for j in group], [starts[j] for j in group], common,
