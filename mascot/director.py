@@ -301,7 +301,6 @@ class LLMDirector(Director):
             raise unknown_name("director details", details, self.DETAILS)
         self.detail_tokens = detail_tokens
         self.details = details
-        self.choice_words = 3
         self._warned = False
 
     def propose_batch(self, states: list[DirectorState]) -> list[tuple[Directive | None, str, str]]:
@@ -316,7 +315,7 @@ class LLMDirector(Director):
         return self._free_batch(states)
 
     def _free_batch(self, states: list[DirectorState]) -> list[tuple[Directive | None, str, str]]:
-        chats = [director_messages(st.roster, st.dialogue, self.max_speakers, min_speakers=self.min_speakers) for st in states]
+        chats = [self._chat(st) for st in states]
         seed = states[0].seed * 31 + len(states[0].dialogue.current_round())
         params = self.params.with_(prefill=DIRECTOR_PREFILL, seed=seed)
         completions = self.backend.generate(chats, params, adapter=self.adapter)
@@ -330,15 +329,18 @@ class LLMDirector(Director):
                 out.append((None, "invalid", raw))
         return out
 
-    def choose_speakers(self, states: list[DirectorState]) -> list[tuple[str, dict[str, float]]]:
+    def _chat(self, st: DirectorState) -> Messages:
+        return director_messages(st.roster, st.dialogue, self.max_speakers, min_speakers=self.min_speakers)
+
+    def choose_speakers(self, states: list[DirectorState], chats: list[Messages] | None = None) -> list[tuple[str, dict[str, float]]]:
         """The constrained speaker choice per state: (persona name or YIELD, score of each option)."""
         out = []
-        for st in states:
+        for k, st in enumerate(states):
             options = [p.name for p in self.allowed(st)] + ([YIELD] if self.may_yield(st) else [])
             if not options:
                 out.append((YIELD, {}))
                 continue
-            chat = director_messages(st.roster, st.dialogue, self.max_speakers, min_speakers=self.min_speakers)
+            chat = chats[k] if chats is not None else self._chat(st)
             scores = self.backend.score(chat, [f'{o}"' for o in options], self.params.with_(prefill=DIRECTOR_PREFILL),
                                         adapter=self.adapter)
             best = max(range(len(options)), key=lambda i: scores[i])
@@ -346,21 +348,20 @@ class LLMDirector(Director):
         return out
 
     def _constrained_batch(self, states: list[DirectorState]) -> list[tuple[Directive | None, str, str]]:
-        choices = self.choose_speakers(states)
+        chats = [self._chat(st) for st in states]
+        choices = self.choose_speakers(states, chats)
         out: list[tuple[Directive | None, str, str] | None] = [None] * len(states)
         todo = [i for i, (name, _) in enumerate(choices) if name != YIELD]
         for i, (name, _) in enumerate(choices):
             if name == YIELD:
                 out[i] = (None, self.mode, DIRECTOR_PREFILL + 'none"}')
         if todo:
-            chats = [director_messages(states[i].roster, states[i].dialogue, self.max_speakers, min_speakers=self.min_speakers) for i in todo]
+            personas = [next(p for p in states[i].roster if p.name == choices[i][0]) for i in todo]
             # one call per distinct prefill would serialise; the speaker name is part of each prompt instead
-            texts = self._details(chats, [choices[i][0] for i in todo], states[todo[0]].seed, [states[i].roster for i in todo])
-            for i, text in zip(todo, texts):
-                name = choices[i][0]
-                raw = directive_prefill(name) + text
+            texts = self._details([chats[i] for i in todo], personas, states[todo[0]].seed)
+            for i, persona, text in zip(todo, personas, texts):
+                raw = directive_prefill(persona.name) + text
                 raw = raw if raw.rstrip().endswith("}") else raw + "}"
-                persona = next(p for p in states[i].roster if p.name == name)
                 try:
                     d = parse_directive(raw, states[i].roster) or _with_defaults(persona)
                 except DirectorParseError:  # cannot happen for a roster name, but never crash a turn
@@ -368,21 +369,21 @@ class LLMDirector(Director):
                 out[i] = (d, self.mode, raw)
         return [o for o in out if o is not None]
 
-    def _details(self, chats: list[Messages], names: list[str], seed: int, rosters: list[list[Persona]] | None = None) -> list[str]:
+    def _details(self, chats: list[Messages], personas: list[Persona], seed: int) -> list[str]:
         """The action and tone after each chosen speaker, as the text that closes the directive's JSON."""
         texts = [""] * len(chats)
         if self.details == "default" or self.detail_tokens <= 0:
             return texts
-        if self.details == "choose" and rosters is not None:
-            for i, (chat, name, roster) in enumerate(zip(chats, names, rosters)):
-                persona = next(p for p in roster if p.name == name)
-                action = self._pick(chat, directive_prefill(name), persona.action_options(), '", "tone": "')
-                tone = self._pick(chat, f'{directive_prefill(name)}{action}", "tone": "', persona.tone_options(), '"}')
+        if self.details == "choose":
+            for i, (chat, persona) in enumerate(zip(chats, personas)):
+                prefill = directive_prefill(persona.name)
+                action = self._pick(chat, prefill, persona.action_options(), '", "tone": "')
+                tone = self._pick(chat, f'{prefill}{action}", "tone": "', persona.tone_options(), '"}')
                 texts[i] = f'{action}", "tone": "{tone}"}}'
             return texts
         by_name: dict[str, list[int]] = {}
-        for i, n in enumerate(names):
-            by_name.setdefault(n, []).append(i)
+        for i, p in enumerate(personas):
+            by_name.setdefault(p.name, []).append(i)
         for name, idx in by_name.items():
             params = self.params.with_(prefill=directive_prefill(name), seed=seed, max_new_tokens=self.detail_tokens)
             for i, c in zip(idx, self.backend.generate([chats[i] for i in idx], params, adapter=self.adapter)):
@@ -394,7 +395,7 @@ class LLMDirector(Director):
         opening words (`distinct_openings`; a whole option is closed by `closer`)."""
         if len(options) <= 1:
             return options[0] if options else ""
-        conts = [o if o != full else o + closer for o, full in zip(distinct_openings(options, self.choice_words), options)]
+        conts = [o if o != full else o + closer for o, full in zip(distinct_openings(options), options)]
         scores = self.backend.score(chat, conts, self.params.with_(prefill=prefill), adapter=self.adapter)
         means = [s / max(1, self.backend.count_tokens(c)) for s, c in zip(scores, conts)]
         return options[max(range(len(options)), key=means.__getitem__)]
