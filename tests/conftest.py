@@ -7,6 +7,7 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -69,6 +70,31 @@ def run_uvicorn(app: object, port: int) -> tuple[object, threading.Thread]:
     thread.start()
     wait_for_port(port)
     return server, thread
+
+
+@contextmanager
+def served(settings: object, engine: object | None = None) -> Iterator[str]:
+    """The server of `settings` (public, /annotate, /admin) on `settings.port`, over `engine` (default: a fake
+    backend); yields its base URL and stops it afterwards."""
+    from app.server import build_server
+    from mascot.engine import Engine, EngineConfig
+
+    engine = engine or Engine(EngineConfig(backend="fake"), FakeBackend())
+    server, _ = run_uvicorn(build_server(settings, engine), settings.port)  # type: ignore[arg-type, attr-defined]
+    try:
+        yield f"http://127.0.0.1:{settings.port}"  # type: ignore[attr-defined]
+    finally:
+        server.should_exit = True  # type: ignore[attr-defined]
+
+
+@contextmanager
+def new_page(browser: object) -> Iterator[object]:
+    """A fresh browser page, closed afterwards."""
+    page = browser.new_page()  # type: ignore[attr-defined]
+    try:
+        yield page
+    finally:
+        page.close()
 
 
 @pytest.fixture(scope="session")

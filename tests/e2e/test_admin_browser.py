@@ -5,11 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from app.server import build_server
 from app.settings import Settings
-from mascot.backends.fake import FakeBackend
-from mascot.engine import Engine, EngineConfig
-from tests.conftest import run_uvicorn
+from tests.conftest import new_page, served
 
 pytestmark = pytest.mark.browser
 PASSWORD = "browser-pass-123"
@@ -19,9 +16,8 @@ PASSWORD = "browser-pass-123"
 def base(port, tmp_path):
     settings = Settings(data_dir=str(tmp_path), backend="fake", mode="round-robin", port=port,
                         checkpoints_dir=str(tmp_path / "checkpoints"), admin_password=PASSWORD)
-    server, _ = run_uvicorn(build_server(settings, Engine(EngineConfig(backend="fake"), FakeBackend())), port)
-    yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
+    with served(settings) as url:
+        yield url
 
 
 def tab(name: str, page):
@@ -30,8 +26,7 @@ def tab(name: str, page):
 
 
 def test_admin_login_then_studies(browser, base, tmp_path):
-    page = browser.new_page()
-    try:
+    with new_page(browser) as page:
         page.goto(f"{base}/admin/")
         page.get_by_label("username").fill("admin")
         page.get_by_label("password").fill("not-the-password")
@@ -45,18 +40,13 @@ def test_admin_login_then_studies(browser, base, tmp_path):
         assert tab("Train", page).count() == 1
         page.get_by_text("Create a study").first.wait_for(timeout=30_000)
         page.screenshot(path=str(tmp_path / "admin.png"), full_page=True)
-    finally:
-        page.close()
 
 
 def test_public_app_has_no_researcher_tabs(browser, base):
-    page = browser.new_page()
-    try:
+    with new_page(browser) as page:
         page.goto(f"{base}/")
         page.locator("#msg textarea").wait_for(timeout=60_000)
         body = page.inner_text("body")
         assert page.get_by_role("tab", name="Studies").count() == 0
         assert page.get_by_role("tab", name="Train").count() == 0
         assert "Create a study" not in body and "Start training" not in body and "Output folder" not in body
-    finally:
-        page.close()

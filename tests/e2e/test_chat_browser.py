@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from app.server import build_server
 from app.settings import Settings
 from mascot.backends.fake import FakeBackend
 from mascot.engine import Engine, EngineConfig, get_engine
-from tests.conftest import run_uvicorn
+from tests.conftest import new_page, served
 
 pytestmark = pytest.mark.browser
 
@@ -22,12 +21,10 @@ def _engine(kind: str) -> Engine:
 @pytest.mark.parametrize("kind", ["fake", pytest.param("embedded", marks=pytest.mark.slow)])
 def test_send_message_and_see_two_personas(browser, port, tmp_path, kind):
     settings = Settings(data_dir=str(tmp_path), backend=kind, mode="round-robin", port=port, max_speakers=2)
-    server, _ = run_uvicorn(build_server(settings, _engine(kind)), port)
-    page = browser.new_page()
     dialogs: list[str] = []
-    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
-    try:
-        page.goto(f"http://127.0.0.1:{port}/")
+    with served(settings, _engine(kind)) as base, new_page(browser) as page:
+        page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+        page.goto(f"{base}/")
         page.locator("#msg textarea").wait_for(timeout=60_000)
         page.locator("#msg textarea").fill("I failed my driving test <script>alert('x')</script>")
         page.locator("#send").click()
@@ -42,23 +39,15 @@ def test_send_message_and_see_two_personas(browser, port, tmp_path, kind):
         assert dialogs == []
         assert "Director → Anchor" in chat_text
         page.screenshot(path=str(tmp_path / f"chat-{kind}.png"), full_page=True)
-    finally:
-        page.close()
-        server.should_exit = True
 
 
 def test_empty_message_shows_notice_and_sends_nothing(browser, port, tmp_path):
     settings = Settings(data_dir=str(tmp_path), backend="fake", mode="round-robin", port=port)
     fake = FakeBackend()
-    server, _ = run_uvicorn(build_server(settings, Engine(EngineConfig(backend="fake"), fake)), port)
-    page = browser.new_page()
-    try:
-        page.goto(f"http://127.0.0.1:{port}/")
+    with served(settings, Engine(EngineConfig(backend="fake"), fake)) as base, new_page(browser) as page:
+        page.goto(f"{base}/")
         page.locator("#msg textarea").wait_for(timeout=60_000)
         page.locator("#msg textarea").fill("   ")
         page.locator("#send").click()
         page.locator("#notice").get_by_text("Your message is empty").wait_for(timeout=15_000)
         assert fake.calls == [] and page.locator("#chatbot .persona-name").count() == 0
-    finally:
-        page.close()
-        server.should_exit = True

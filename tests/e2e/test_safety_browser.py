@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from app.server import build_server
 from app.settings import Settings
 from mascot.backends.fake import FakeBackend
 from mascot.engine import Engine, EngineConfig
 from mascot.safety_log import configure_safety_log, default_log_path, tier_counts
-from tests.conftest import run_uvicorn
+from tests.conftest import new_page, served
 
 pytestmark = pytest.mark.browser
 
@@ -19,10 +18,8 @@ def test_crisis_message_shows_safety_reply_and_no_persona(browser, port, tmp_pat
     settings = Settings(data_dir=str(tmp_path), backend="fake", mode="round-robin", port=port)
     log_path = configure_safety_log(default_log_path(settings.data_dir)).path
     fake = FakeBackend()
-    server, _ = run_uvicorn(build_server(settings, Engine(EngineConfig(backend="fake"), fake)), port)
-    page = browser.new_page()
-    try:
-        page.goto(f"http://127.0.0.1:{port}/")
+    with served(settings, Engine(EngineConfig(backend="fake"), fake)) as base, new_page(browser) as page:
+        page.goto(f"{base}/")
         page.locator("#msg textarea").wait_for(timeout=60_000)
         page.locator("#msg textarea").fill("I bought a rope today and I'm going to use it tonight.")
         page.locator("#send").click()
@@ -33,6 +30,3 @@ def test_crisis_message_shows_safety_reply_and_no_persona(browser, port, tmp_pat
         assert fake.calls == []  # no persona (and no director) was ever asked
         assert tier_counts(log_path) == {"crisis": 1}
         page.screenshot(path=str(tmp_path / "safety-crisis.png"), full_page=True)
-    finally:
-        page.close()
-        server.should_exit = True

@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from app.server import build_server
 from app.settings import Settings
 from mascot.backends.fake import FakeBackend
 from mascot.engine import Engine, EngineConfig
-from tests.conftest import run_uvicorn
+from tests.conftest import new_page, served
 from tests.test_chat import prefer
 
 pytestmark = pytest.mark.browser
@@ -19,10 +18,8 @@ def test_one_message_two_personas_in_trained_mode(browser, port, tmp_path):
     fake = FakeBackend(chunk_size=3, scorer=prefer("none", "Beacon", "Catalyst", "Anchor"))
     fake.add_adapter("director", str(tmp_path / "director"))  # what Engine.attach_adapters registers
     settings = Settings(data_dir=str(tmp_path), backend="fake", mode="trained", port=port)
-    server, _ = run_uvicorn(build_server(settings, Engine(EngineConfig(backend="fake"), fake)), port)
-    page = browser.new_page()
-    try:
-        page.goto(f"http://127.0.0.1:{port}/")
+    with served(settings, Engine(EngineConfig(backend="fake"), fake)) as base, new_page(browser) as page:
+        page.goto(f"{base}/")
         page.locator("#msg textarea").wait_for(timeout=60_000)
         page.locator("#msg textarea").fill("I moved to a new city and I feel lonely in the evenings.")
         page.locator("#send").click()
@@ -34,6 +31,3 @@ def test_one_message_two_personas_in_trained_mode(browser, port, tmp_path):
         assert "Director → Beacon" in page.locator("#chatbot").inner_text()
         # speaker, action and tone are all scored through the director's adapter
         assert fake.score_calls and {c.adapter for c, _ in fake.score_calls} == {"director"}
-    finally:
-        page.close()
-        server.should_exit = True
