@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -69,16 +70,17 @@ class Verdict:
         return cls(dict(scores) if isinstance(scores, dict) else None, bool(d.get("valid")), str(d.get("error", "")), str(d.get("raw", "")))
 
 
-def check_scores(scores: dict[str, float]) -> dict[str, float]:
-    """Validate a complete 1–5 score dict; raises ValueError naming the problem."""
-    missing = [k for k in CRITERIA if k not in scores]
+def check_scores(scores: dict[str, float], criteria: Sequence[str] = CRITERIA) -> dict[str, float]:
+    """Validate a complete 1–5 score dict over `criteria` (the individual ones by default, or the group
+    judge's); raises ValueError naming the problem."""
+    missing = [k for k in criteria if k not in scores]
     if missing:
         raise ValueError(f"missing criteria: {', '.join(missing)}")
-    for k in CRITERIA:
+    for k in criteria:
         v = scores[k]
         if not isinstance(v, (int, float)) or isinstance(v, bool) or not SCORE_MIN <= v <= SCORE_MAX:
             raise ValueError(f"{k} = {v!r} is not a number from 1 to 5")
-    return {k: float(scores[k]) for k in CRITERIA}
+    return {k: float(scores[k]) for k in criteria}
 
 
 class Judge(ABC):

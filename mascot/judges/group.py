@@ -35,7 +35,7 @@ import numpy as np
 
 from mascot.dialogue import Dialogue, Turn
 from mascot.errors import unknown_name
-from mascot.judges.base import Verdict
+from mascot.judges.base import Verdict, check_scores
 from mascot.judges.embedding import Embedder, shared_embedder
 from mascot.judges.lexicon import content_words, words
 from mascot.personas import Persona
@@ -94,14 +94,8 @@ class GroupVerdict(Verdict):
 
 
 def check_group_scores(scores: dict[str, float]) -> dict[str, float]:
-    missing = [k for k in GROUP_CRITERIA if k not in scores]
-    if missing:
-        raise ValueError(f"missing criteria: {', '.join(missing)}")
-    for k in GROUP_CRITERIA:
-        v = scores[k]
-        if not isinstance(v, (int, float)) or isinstance(v, bool) or not 1 <= v <= 5:
-            raise ValueError(f"{k} = {v!r} is not a number from 1 to 5")
-    return {k: float(scores[k]) for k in GROUP_CRITERIA}
+    """`check_scores` over the group criteria."""
+    return check_scores(scores, GROUP_CRITERIA)
 
 
 class GroupJudge(ABC):
