@@ -321,7 +321,7 @@ class CrisisDetector:
 _WORD_END = re.compile(r"\S\s")
 
 
-def first_clause_end(text: str, words: int = 4) -> int:
+def first_words_end(text: str, words: int = 4) -> int:
     """Where the text's first `words` complete words end (after the space that follows them), or 0 when
     fewer have arrived: the opening a reply may show before its first sentence is complete."""
     ends = [m.end() for m in _WORD_END.finditer(text)]
@@ -357,7 +357,7 @@ class ReplyGuard:
         text = ""
         for text in partials:
             ends = [m.end() for m in _SENTENCE_END.finditer(text)]
-            upto = ends[-1] if ends else (first_clause_end(text) if not checked else 0)
+            upto = ends[-1] if ends else (first_words_end(text) if not checked else 0)
             if upto > checked:
                 if self._fails(text[sentence:upto], classifier=bool(ends)):
                     yield from self._replace()
