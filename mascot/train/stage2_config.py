@@ -167,9 +167,11 @@ def _read_stage2_yaml(name_or_path: str | Path) -> tuple[Path, dict[str, Any]]:
 def recipe_rollout_backend(name_or_path: str | Path, overrides: dict[str, Any] | None = None) -> str:
     """The recipe's rollout backend and model, read without building the config (which imports TRL and torch):
     the CLI loads llama.cpp before torch when the rollouts will run on it."""
-    _, data = _read_stage2_yaml(name_or_path)
-    merged = {**data, **{k.replace("-", "_"): v for k, v in (overrides or {}).items()}}
     from mascot.backends import resolve_kind
+    from mascot.train.recipes import normalise_key
+
+    _, data = _read_stage2_yaml(name_or_path)
+    merged = {**data, **{normalise_key(k): v for k, v in (overrides or {}).items()}}
 
     return resolve_kind(str(merged.get("rollout_backend", "auto")), str(merged.get("model", "embedded")))
 
