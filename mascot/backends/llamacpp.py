@@ -28,6 +28,7 @@ from __future__ import annotations
 import ctypes
 import logging
 import os
+import re
 import sys
 import threading
 import time
@@ -692,5 +693,7 @@ class LlamaCppBackend(Backend):
         return out
 
     def info(self) -> BackendInfo:
-        return BackendInfo("llamacpp", f"{self.model_name} ({self.source.name}, weights {self.weights})", f"cpu ×{self.threads}", self._model.desc(),
+        return BackendInfo("llamacpp", f"{self.model_name} ({self.source.name}, weights {self.weights})", f"cpu ×{self.threads}",
+                           # llama.cpp's description without a size it only guessed ("llama 256M (guessed) Q8_0" for 135M)
+                           re.sub(r"\s*[\d.]+[KMBT]?\s*\(guessed\)", "", self._model.desc()),
                            dict(self.adapters))
