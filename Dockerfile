@@ -12,8 +12,11 @@ RUN apt-get update && apt-get install -y --no-install-recommends build-essential
 
 WORKDIR /app
 COPY requirements.txt .
-# the CPU build of torch (an unpinned index would pull several GB of CUDA wheels)
-RUN pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu \
+COPY scripts/llama_cmake_args.py scripts/
+# llama.cpp built for the build host's CPU extensions with AMX off (see the script), then the CPU build of
+# torch (an unpinned index would pull several GB of CUDA wheels) and the rest
+RUN CMAKE_ARGS="$(python scripts/llama_cmake_args.py)" pip install --no-deps "$(grep -E '^llama-cpp-python==' requirements.txt | cut -d' ' -f1)" \
+    && pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu \
     && pip install -r requirements.txt
 
 COPY . .

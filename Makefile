@@ -9,19 +9,32 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: run test test-fast setup setup-dev chromium model bench lint clean
+.PHONY: run test test-fast setup setup-dev chromium model bench lint clean llama-rebuild
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 
-$(VENV)/.installed: requirements.txt | $(PY)
+# llama-cpp-python compiles at install. It is built first, with the CPU's own extensions and never AMX
+# (scripts/llama_cmake_args.py: on these VMs the CPU reports AMX but using it faults), and never from pip's
+# wheel cache, which may hold a -march=native build from another machine.
+LLAMA_CPP_PIN := $(shell grep -E '^llama-cpp-python==' requirements.txt | cut -d' ' -f1)
+
+$(VENV)/.installed: requirements.txt scripts/llama_cmake_args.py | $(PY)
 	$(PY) -m pip install -q --upgrade pip
+	CMAKE_ARGS="$$($(PYTHON) scripts/llama_cmake_args.py)" CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc) \
+	  $(PY) -m pip install -q --no-cache-dir --force-reinstall --no-deps "$(LLAMA_CPP_PIN)"
 	$(PY) -m pip install -q -r requirements.txt
 	touch $@
 
 $(VENV)/.dev-installed: requirements-dev.txt $(VENV)/.installed
 	$(PY) -m pip install -q -r requirements-dev.txt
 	touch $@
+
+# rebuild llama-cpp-python for this CPU (after moving the venv to another machine, or an old -march=native build)
+llama-rebuild: | $(PY)
+	CMAKE_ARGS="$$($(PYTHON) scripts/llama_cmake_args.py)" CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc) \
+	  $(PY) -m pip install -q --no-cache-dir --force-reinstall --no-deps "$(LLAMA_CPP_PIN)"
+	rm -rf "$${MASCOT_CACHE_DIR:-$$HOME/.cache/mascot}/llamacpp-probe"
 
 setup: $(VENV)/.installed
 setup-dev: $(VENV)/.dev-installed chromium

@@ -43,12 +43,16 @@ def is_gguf_model(model: str) -> bool:
 
 
 def resolve_kind(kind: str, model: str = "embedded") -> str:
-    """`auto` -> llamacpp on CPU for a GGUF model (when llama-cpp-python is installed), else transformers
-    (a GPU, or a transformers model folder / hub name); other names as given."""
+    """`auto` -> llamacpp on CPU for a GGUF model (when llama-cpp-python is installed and its build runs on this
+    CPU: `llamacpp_probe.llamacpp_runs`), else transformers (a GPU, or a transformers model folder / hub name);
+    other names as given."""
     if kind != AUTO:
         return kind
     if not gpu_present() and is_gguf_model(model) and importlib.util.find_spec("llama_cpp") is not None:
-        return "llamacpp"
+        from mascot.backends.llamacpp_probe import llamacpp_runs
+
+        if llamacpp_runs():
+            return "llamacpp"
     return "transformers"
 
 
