@@ -105,6 +105,31 @@ def test_warm_start_targets_rank_by_criterion(es_pack) -> None:
     assert row["completion"][0]["content"] == "That sounds really hard for you."
 
 
+def test_warm_start_targets_rank_by_weighted_criteria(es_pack) -> None:
+    """Relevance counted twice picks the on-topic reply the plain aggregate passes over; an unknown
+    criterion name fails with the valid ones."""
+    from mascot.dialogue import Dialogue, Turn
+    from mascot.errors import ConfigError
+    from mascot.train.data import rank_score, sft_rows
+
+    ctx = Dialogue([Turn("user", "I failed my test.")]).to_dict()
+    groups = [{"group_id": "s1:anchor", "persona": "Anchor", "context": ctx, "directive": None}]
+    judged = [{"group_id": "s1:anchor", "candidates": ["Warm words about nothing.", "Failing that test really stings."],
+               "scores": [3.6, 3.4],
+               "criteria": [{"relevance": 2.0, "empathy": 5.0, "consistency": 3.6},
+                            {"relevance": 4.5, "empathy": 2.5, "consistency": 3.2}]}]
+    by_name = {p.name: p for p in es_pack.personas}
+    (row,) = sft_rows(groups, judged, by_name, es_pack.active)
+    assert row["completion"][0]["content"] == "Warm words about nothing."
+    weights = {"relevance": 2.0, "empathy": 1.0, "consistency": 1.0}
+    (row,) = sft_rows(groups, judged, by_name, es_pack.active, weights=weights)
+    assert row["completion"][0]["content"] == "Failing that test really stings."
+    assert row["rank"] == pytest.approx((2 * 4.5 + 2.5 + 3.2) / 4) and row["score"] == 3.4
+    assert rank_score(3.0, None, weights=weights) == 3.0  # no criteria recorded: the aggregate
+    with pytest.raises(ConfigError, match="does not score"):
+        rank_score(3.0, {"relevance": 4.0}, weights={"relevanse": 1.0})
+
+
 def _judged(scenario: str, persona: str, texts: list[str], scores: list[float | None], split: str = "train",
             consistency: list[float] | None = None) -> dict:
     crit = [{"consistency": c} for c in consistency] if consistency else None

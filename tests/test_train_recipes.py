@@ -25,11 +25,12 @@ from mascot.train.progress import Manifest, ProgressLog, atomic_path, read_progr
 def test_bundled_recipes_load() -> None:
     assert {"tiny-cpu", "paper-gpu"} <= set(list_recipes())
     tiny = load_recipe("tiny-cpu")
-    assert tiny.model == "embedded" and tiny.judge == "offline" and tiny.k == 3 and tiny.delta == 0.5
-    assert tiny.rewards == ["persona_rm", "format"] and tiny.reward_weights == [1.0, 0.5]
+    assert tiny.model == "embedded" and tiny.judge == "offline" and tiny.k == 8 and tiny.delta == 0.5
+    assert tiny.rewards == ["persona_rm", "format", "judge"] and tiny.reward_weights == [1.0, 0.5, 1.0]
     assert tiny.rm_kind == "embedding" and tiny.rm_reward_norm == "global" and tiny.format_graded
-    assert tiny.cross_persona_pairs > 0 and tiny.cross_persona_margin == 0.5 and tiny.grpo["max_steps"] == 12
+    assert tiny.cross_persona_pairs > 0 and tiny.cross_persona_margin == 0.5 and tiny.grpo["max_steps"] >= 30
     assert tiny.sft_warm_start and tiny.sft_criterion is None and tiny.sft_trim and tiny.sft["num_train_epochs"] == 1
+    assert tiny.sft_rank_weights and tiny.sft_rank_weights["relevance"] == 2.0 and tiny.backend == "auto"
     paper = load_recipe("paper-gpu")
     assert paper.rm_kind == "llm" and paper.rm_reward_norm == "group"  # the paper's reward model and scaling
     assert tiny.out == Path("checkpoints/tiny-cpu")
@@ -59,7 +60,7 @@ def test_yaml_path_and_overrides(tmp_path: Path) -> None:
         ({"k": "many"}, r"Field 'k' expects int"),
         ({"grpo.output_dir": "/x"}, r"set by the pipeline itself"),
         ({"adapter_mode": "each"}, r"Valid adapter_mode names: per-persona, shared"),
-        ({"reward_weights": "[1.0]"}, r"rewards has 2 entries but reward_weights has 1"),
+        ({"reward_weights": "[1.0]"}, r"rewards has 3 entries but reward_weights has 1"),
         ({"sft.learning_rat": "1"}, r"Unknown field 'sft.learning_rat'.*SFTConfig; similar fields: learning_rate"),
         ({"k": "1"}, r"at least 2 candidates"),
     ],
@@ -128,7 +129,7 @@ def test_paper_lora_share_is_0187_percent() -> None:
 def test_tiny_cpu_configs_build(tmp_path: Path) -> None:
     cfg = load_recipe("tiny-cpu")
     grpo = build_grpo_config(cfg, tmp_path, max_steps=2)
-    assert grpo.max_steps == 2 and grpo.num_generations == 2 and grpo.use_cpu and not grpo.use_vllm
+    assert grpo.max_steps == 2 and grpo.num_generations == 4 and grpo.use_cpu and not grpo.use_vllm
     assert speaker_lora_config(cfg, num_layers=30).layers_to_transform == list(range(20, 30))
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from mascot.errors import ConfigError
 from mascot.train.configs import STEPS
-from mascot.train.recipes import list_recipes, load_recipe
+from mascot.train.recipes import list_recipes, load_recipe, recipe_generation_backend
 
 
 class _OverrideParser(argparse.ArgumentParser):
@@ -125,6 +125,12 @@ def main(args: argparse.Namespace) -> int:
     if args.list_recipes:
         print("\n".join(list_recipes()))
         return 0
+    only = split_list(args.only)
+    if not args.print_config and (not only or "generate" in only) \
+            and recipe_generation_backend(args.recipe, cli_overrides(args)) == "llamacpp":
+        from mascot.backends.llamacpp import import_llama_cpp
+
+        import_llama_cpp()  # candidates on llama.cpp: loaded before the recipe imports TRL and torch
     cfg = load_recipe(args.recipe, cli_overrides(args))
     if args.extra_pairs:
         cfg.extra_pairs = [*cfg.extra_pairs, *args.extra_pairs]

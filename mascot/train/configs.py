@@ -69,7 +69,8 @@ class Stage1Config:
     model: str = field(default="embedded", metadata={"help": "Base model: 'embedded' or a local path (never downloaded)."})
     dtype: str = field(default="auto", metadata={"help": "Generation dtype for the backend (auto, bfloat16, float32)."})
     train_dtype: str = field(default="float32", metadata={"help": "dtype the trainers load the base model in."})
-    backend: str = field(default="transformers", metadata={"help": "Generation backend for candidates: transformers | vllm."})
+    backend: str = field(default="transformers", metadata={"help": "Generation backend for candidates: transformers | llamacpp | vllm | auto "
+                                                                       "(llama.cpp on CPU for a GGUF model). The trainers always use transformers."})
 
     # ---------------------------------------------------------------- step 1: candidates
     k: int = field(default=4, metadata={"help": "Candidates per (context, persona)."})
@@ -183,6 +184,12 @@ class Stage1Config:
                   "aggregate) instead of by the aggregate."},
     )
 
+    sft_rank_weights: dict[str, float] | None = field(
+        default=None,
+        metadata={"help": "Warm start: rank candidates by this weighted mean of judge criteria (e.g. {relevance: 2, "
+                  "consistency: 1.5, emotion: 1, empathy: 1, contribution: 1}) instead of the plain aggregate."},
+    )
+
     # ---------------------------------------------------------------- TRL sections
     reward_model: dict[str, Any] = field(default_factory=dict, metadata={"help": "trl.RewardConfig fields."})
     grpo: dict[str, Any] = field(default_factory=dict, metadata={"help": "trl.GRPOConfig fields."})
@@ -212,6 +219,8 @@ class Stage1Config:
             )
         if not 0 <= self.rm_eval_fraction < 1:
             raise ConfigError(f"rm_eval_fraction={self.rm_eval_fraction} must be in [0, 1).")
+        if self.sft_rank_weights is not None and any(w < 0 for w in self.sft_rank_weights.values()):
+            raise ConfigError(f"sft_rank_weights={self.sft_rank_weights}: weights must be >= 0.")
         if self.format_min_words > self.format_max_words:
             raise ConfigError("format_min_words must not exceed format_max_words.")
         _check_section("reward_model", self.reward_model, _reward_config_fields(), _MANAGED_RM)

@@ -15,6 +15,7 @@ from typing import Any
 
 from mascot.backends.base import Backend, GenerationParams
 from mascot.dialogue import Dialogue, Directive, Turn
+from mascot.errors import ConfigError
 from mascot.personas import Persona
 from mascot.prompts import speaker_messages
 from mascot.rewards.persona_rm import rm_prompt
@@ -175,12 +176,29 @@ def grpo_rows(groups: Sequence[dict[str, Any]], personas_by_name: dict[str, Pers
     return rows[:max_prompts] if max_prompts else rows
 
 
+def rank_score(aggregate: float, criteria: dict[str, float] | None, criterion: str | None = None,
+               weights: dict[str, float] | None = None) -> float:
+    """A candidate's warm-start ranking score: one criterion, a weighted mean of criteria, or the aggregate."""
+    if weights and criteria:
+        unknown = sorted(set(weights) - set(criteria))
+        if unknown:
+            raise ConfigError(f"sft_rank_weights names {unknown}, which the judge does not score; valid: {sorted(criteria)}.")
+        total = sum(weights.values())
+        return sum(w * criteria[k] for k, w in weights.items()) / total if total > 0 else aggregate
+    if criterion and criteria:
+        return criteria.get(criterion, aggregate)
+    return aggregate
+
+
 def sft_rows(groups: Sequence[dict[str, Any]], judged: Sequence[dict[str, Any]], personas_by_name: dict[str, Persona],
              roster: Sequence[Persona], persona: str | None = None, min_score: float = 0.0,
-             criterion: str | None = None, trim: bool = False, max_examples: int | None = None) -> list[dict[str, Any]]:
+             criterion: str | None = None, trim: bool = False, max_examples: int | None = None,
+             weights: dict[str, float] | None = None) -> list[dict[str, Any]]:
     """Warm-start examples: per group (context), the best-judged non-empty candidate in prompt-completion
-    format with the same speaker prompt as GRPO and the chat. Ranked by the aggregate, or by one criterion
-    (ties broken by the aggregate); groups whose best ranking score is below `min_score` are skipped.
+    format with the same speaker prompt as GRPO and the chat. Ranked by the aggregate, by one criterion
+    (ties broken by the aggregate), or by a weighted mean of the criteria (`weights`, e.g. relevance counted
+    twice so that best-of-K targets do not trade the user's topic for persona phrasing); groups whose best
+    ranking score is below `min_score` are skipped.
     With `trim`, targets cut off by the token budget are trimmed to their last finished sentence, so the
     adapter learns to end its message (the chat template's end-of-turn token follows the target)."""
     scores = {j["group_id"]: j for j in judged}
@@ -190,7 +208,7 @@ def sft_rows(groups: Sequence[dict[str, Any]], judged: Sequence[dict[str, Any]],
             continue
         j = scores[g["group_id"]]
         crit = j.get("criteria") or [None] * len(j["scores"])
-        ranked = sorted((((c or {}).get(criterion, s) if criterion else s, s, t)
+        ranked = sorted(((rank_score(s, c, criterion, weights), s, t)
                          for s, c, t in zip(j["scores"], crit, j["candidates"]) if s is not None and t.strip()),
                         key=lambda x: (x[0], x[1]), reverse=True)
         if not ranked or ranked[0][0] < min_score:

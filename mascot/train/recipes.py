@@ -170,3 +170,17 @@ def load_recipe(name_or_path: str | Path, overrides: dict[str, Any] | None = Non
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: not valid YAML ({exc}).") from exc
     return config_from_dict(data, overrides, source=str(name_or_path))
+
+
+def recipe_generation_backend(name_or_path: str | Path, overrides: dict[str, Any] | None = None) -> str:
+    """The recipe's candidate-generation backend, read without building the config (validating the TRL
+    sections imports TRL and torch): the CLI loads llama.cpp first when the candidates will run on it."""
+    from mascot.backends import resolve_kind
+
+    path = recipe_path(name_or_path)
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError:
+        return "transformers"  # load_recipe reports the broken file
+    merged = {**(data if isinstance(data, dict) else {}), **{normalise_key(k): v for k, v in (overrides or {}).items()}}
+    return resolve_kind(str(merged.get("backend", "transformers")), str(merged.get("model", "embedded")))
