@@ -26,11 +26,11 @@ def test_bundled_recipes_load() -> None:
     assert {"tiny-cpu", "paper-gpu"} <= set(list_recipes())
     tiny = load_recipe("tiny-cpu")
     assert tiny.model == "embedded" and tiny.judge == "offline" and tiny.k == 8 and tiny.delta == 0.5
-    assert tiny.rewards == ["persona_rm", "format", "judge"] and tiny.reward_weights == [1.0, 0.5, 1.0]
+    assert tiny.rewards == ["persona_rm", "format", "judge"] and tiny.reward_weights == [1.5, 0.75, 1.0]
     assert tiny.rm_kind == "embedding" and tiny.rm_reward_norm == "global" and tiny.format_graded
     assert tiny.cross_persona_pairs > 0 and tiny.cross_persona_margin == 0.5 and tiny.grpo["max_steps"] >= 30
     assert tiny.sft_warm_start and tiny.sft_criterion is None and tiny.sft_trim and tiny.sft["num_train_epochs"] == 1
-    assert tiny.sft_rank_weights and tiny.sft_rank_weights["relevance"] == 2.0 and tiny.backend == "auto"
+    assert tiny.sft_rank_weights and tiny.sft_rank_weights["consistency"] == 3.0 and tiny.backend == "auto"
     paper = load_recipe("paper-gpu")
     assert paper.rm_kind == "llm" and paper.rm_reward_norm == "group"  # the paper's reward model and scaling
     assert tiny.out == Path("checkpoints/tiny-cpu")
@@ -150,6 +150,21 @@ def test_manifest_progress_and_atomic_writes(tmp_path: Path) -> None:
     assert not target.exists() and not list(tmp_path.glob(".out.txt*"))
 
 
+def test_parallel_workers_redoing_their_steps_keep_each_others_entries(tmp_path: Path) -> None:
+    """`--redo grpo` with workers: each worker starts from the previous run's entries for all adapters; the
+    file must end with every worker's new entry, not a stale copy of the others' old ones."""
+    path = tmp_path / "manifest.json"
+    old = Manifest(path)
+    for key in ("grpo:anchor", "grpo:beacon"):
+        old.mark(key, metrics={"run": "old"})
+    a, b = Manifest(path), Manifest(path)  # two workers, both loaded before either finished
+    a.mark("grpo:anchor", metrics={"run": "new"})
+    b.mark("grpo:beacon", metrics={"run": "new"})
+    final = Manifest(path)
+    assert final.get("grpo:anchor")["metrics"] == {"run": "new"}
+    assert final.get("grpo:beacon")["metrics"] == {"run": "new"}
+
+
 def test_redo_expands_to_later_steps_and_jobs(es_pack) -> None:
     from mascot.train.stage1 import expand_redo
 
@@ -201,3 +216,38 @@ def test_new_stage1_fields_fail_loudly() -> None:
         load_recipe("tiny-cpu", {"rm_reward_norm": "batch"})
     with pytest.raises(ConfigError, match="cross_persona_pairs"):
         load_recipe("tiny-cpu", {"cross_persona_pairs": "-1"})
+
+
+def test_grpo_workers_under_redo_are_not_trained_again_in_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """After the workers re-ran the adapters that `--redo grpo` named, the in-process loop finds them finished
+    and not pending a redo (it used to train every one of them a second time)."""
+    import subprocess
+
+    from mascot.train import stage1
+    from mascot.train.speakers import adapter_jobs
+
+    cfg = load_recipe("tiny-cpu", {"output_dir": str(tmp_path / "run"), "grpo_workers": "3"})
+    run = stage1.open_run(cfg, show_bars=False)
+    run.cache["redo"] = stage1.expand_redo(["grpo"], cfg, run.personas)
+    started: list[list[str]] = []
+
+    class FakeWorker:
+        def __init__(self, argv: list[str], **_: object) -> None:
+            started.append(argv)
+            job = argv[argv.index("--only") + 1]
+            stage1.Manifest(run.manifest.path).mark(job, metrics={"steps": 30})
+            (stage1.speakers_dir(run.out) / job.split(":", 1)[1]).mkdir(parents=True, exist_ok=True)
+            (stage1.speakers_dir(run.out) / job.split(":", 1)[1] / "adapter_config.json").write_text("{}")
+            self.returncode = 0
+
+        def poll(self) -> int:
+            return 0
+
+        def wait(self) -> int:
+            return 0
+
+    monkeypatch.setattr(subprocess, "Popen", FakeWorker)
+    stage1._grpo_in_workers(run)
+    assert len(started) == 3 and all("--redo" in argv for argv in started)
+    for name, _, targets in adapter_jobs(cfg, run.personas, stage1.speakers_dir(run.out)):
+        assert run.manifest.done(f"grpo:{name}") and f"grpo:{name}" not in run.cache["redo"]

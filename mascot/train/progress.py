@@ -88,7 +88,9 @@ class Manifest:
 
     def mark(self, step: str, **info: Any) -> None:
         """Record a finished step. Re-reads the file under a lock first, so parallel GRPO workers (one
-        process per persona) never drop each other's entries."""
+        process per persona) never drop each other's entries: every entry but this step's is taken from the
+        file, which may hold another worker's newer entry (a worker's in-memory copy of it can be stale, e.g.
+        under `--redo grpo`, when every worker started with the previous run's entries)."""
         import fcntl
 
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -96,7 +98,7 @@ class Manifest:
             fcntl.flock(lock, fcntl.LOCK_EX)
             if self.path.exists():
                 on_disk = json.loads(self.path.read_text())
-                self.data["steps"] = {**on_disk.get("steps", {}), **self.data["steps"]}
+                self.data["steps"] = {**self.data["steps"], **on_disk.get("steps", {})}
             self.data["steps"][step] = {"finished": round(time.time(), 3), **_jsonable(info)}
             write_json(self.path, self.data)
 

@@ -320,6 +320,8 @@ def _grpo_in_workers(run: Run) -> None:
     while running:
         reap(block=True)
     run.manifest = Manifest(run.manifest.path)
+    # the workers re-ran what --redo asked for: the in-process loop must now skip them, not train them again
+    run.cache["redo"] = {r for r in run.cache.get("redo", ()) if r not in {f"grpo:{n}" for n in pending}}
     write_json(run.out / "recipe.json", {"recipe": cfg.recipe, "config": cfg.to_dict()})  # workers wrote theirs
     if failed:
         raise ConfigError(f"GRPO workers failed: {', '.join(failed)}. See the logs under {run.work}.")
