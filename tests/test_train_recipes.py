@@ -26,11 +26,11 @@ def test_bundled_recipes_load() -> None:
     assert {"tiny-cpu", "paper-gpu"} <= set(list_recipes())
     tiny = load_recipe("tiny-cpu")
     assert tiny.model == "embedded" and tiny.judge == "offline" and tiny.k == 8 and tiny.delta == 0.5
-    assert tiny.rewards == ["persona_rm", "format", "judge"] and tiny.reward_weights == [1.5, 0.75, 1.0]
+    assert tiny.rewards == ["persona_rm", "format", "judge"] and tiny.reward_weights == [1.0, 0.5, 1.0]
     assert tiny.rm_kind == "embedding" and tiny.rm_reward_norm == "global" and tiny.format_graded
     assert tiny.cross_persona_pairs > 0 and tiny.cross_persona_margin == 0.5 and tiny.grpo["max_steps"] >= 30
     assert tiny.sft_warm_start and tiny.sft_criterion is None and tiny.sft_trim and tiny.sft["num_train_epochs"] == 1
-    assert tiny.sft_rank_weights and tiny.sft_rank_weights["consistency"] == 3.0 and tiny.backend == "auto"
+    assert tiny.sft_rank_weights and tiny.sft_rank_weights["relevance"] == 2.0 and tiny.backend == "auto"
     paper = load_recipe("paper-gpu")
     assert paper.rm_kind == "llm" and paper.rm_reward_norm == "group"  # the paper's reward model and scaling
     assert tiny.out == Path("checkpoints/tiny-cpu")
