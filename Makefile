@@ -18,11 +18,12 @@ $(PY):
 # (scripts/llama_cmake_args.py: on these VMs the CPU reports AMX but using it faults), and never from pip's
 # wheel cache, which may hold a -march=native build from another machine.
 LLAMA_CPP_PIN := $(shell grep -E '^llama-cpp-python==' requirements.txt | cut -d' ' -f1)
+LLAMA_BUILD = CMAKE_ARGS="$$($(PYTHON) scripts/llama_cmake_args.py)" CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc) \
+  $(PY) -m pip install -q --no-cache-dir --force-reinstall --no-deps "$(LLAMA_CPP_PIN)"
 
 $(VENV)/.installed: requirements.txt scripts/llama_cmake_args.py | $(PY)
 	$(PY) -m pip install -q --upgrade pip
-	CMAKE_ARGS="$$($(PYTHON) scripts/llama_cmake_args.py)" CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc) \
-	  $(PY) -m pip install -q --no-cache-dir --force-reinstall --no-deps "$(LLAMA_CPP_PIN)"
+	$(LLAMA_BUILD)
 	$(PY) -m pip install -q -r requirements.txt
 	touch $@
 
@@ -32,8 +33,7 @@ $(VENV)/.dev-installed: requirements-dev.txt $(VENV)/.installed
 
 # rebuild llama-cpp-python for this CPU (after moving the venv to another machine, or an old -march=native build)
 llama-rebuild: | $(PY)
-	CMAKE_ARGS="$$($(PYTHON) scripts/llama_cmake_args.py)" CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc) \
-	  $(PY) -m pip install -q --no-cache-dir --force-reinstall --no-deps "$(LLAMA_CPP_PIN)"
+	$(LLAMA_BUILD)
 	rm -rf "$${MASCOT_CACHE_DIR:-$$HOME/.cache/mascot}/llamacpp-probe"
 
 setup: $(VENV)/.installed

@@ -139,7 +139,7 @@ def main(args: argparse.Namespace) -> int:
         return 0
     from mascot.train.stage1 import main as run_stage1
 
-    card = run_stage1(cfg, only=split_list(args.only), redo=split_list(args.redo), show_bars=not args.no_bars and sys.stderr.isatty())
+    card = run_stage1(cfg, only=only, redo=split_list(args.redo), show_bars=not args.no_bars and sys.stderr.isatty())
     print(f"[stage1] run card: {cfg.out / 'run_card.json'}")
     rm = card.get("reward_model") or {}
     if rm.get("eval_accuracy") is not None:

@@ -162,25 +162,29 @@ def config_from_dict(data: dict[str, Any], overrides: dict[str, Any] | None = No
     return cfg
 
 
-def load_recipe(name_or_path: str | Path, overrides: dict[str, Any] | None = None) -> Stage1Config:
-    """Load a bundled recipe by name (`tiny-cpu`, `paper-gpu`) or any YAML path, then apply overrides."""
-    path = recipe_path(name_or_path)
+def read_recipe_yaml(path: Path) -> Any:
+    """A recipe file's YAML (an empty file reads as {}); a parse error names the file."""
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        return yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: not valid YAML ({exc}).") from exc
-    return config_from_dict(data, overrides, source=str(name_or_path))
+
+
+def load_recipe(name_or_path: str | Path, overrides: dict[str, Any] | None = None) -> Stage1Config:
+    """Load a bundled recipe by name (`tiny-cpu`, `paper-gpu`) or any YAML path, then apply overrides."""
+    return config_from_dict(read_recipe_yaml(recipe_path(name_or_path)), overrides, source=str(name_or_path))
+
+
+def backend_of(data: Any, overrides: dict[str, Any] | None, key: str, default: str) -> str:
+    """The backend a recipe mapping plus overrides names in `key`, resolved (`auto` -> llamacpp or transformers),
+    read without building the config: validating the TRL sections imports TRL and torch, and the CLIs load
+    llama.cpp before those when it will generate (both training stages)."""
+    from mascot.backends import resolve_kind
+
+    merged = {**(data if isinstance(data, dict) else {}), **{normalise_key(k): v for k, v in (overrides or {}).items()}}
+    return resolve_kind(str(merged.get(key, default)), str(merged.get("model", "embedded")))
 
 
 def recipe_generation_backend(name_or_path: str | Path, overrides: dict[str, Any] | None = None) -> str:
-    """The recipe's candidate-generation backend, read without building the config (validating the TRL
-    sections imports TRL and torch): the CLI loads llama.cpp first when the candidates will run on it."""
-    from mascot.backends import resolve_kind
-
-    path = recipe_path(name_or_path)
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except yaml.YAMLError:
-        return "transformers"  # load_recipe reports the broken file
-    merged = {**(data if isinstance(data, dict) else {}), **{normalise_key(k): v for k, v in (overrides or {}).items()}}
-    return resolve_kind(str(merged.get("backend", "transformers")), str(merged.get("model", "embedded")))
+    """The Stage-1 recipe's candidate-generation backend (`backend_of` its `backend` field)."""
+    return backend_of(read_recipe_yaml(recipe_path(name_or_path)), overrides, "backend", "transformers")

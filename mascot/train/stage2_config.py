@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
 
 from mascot.errors import ConfigError, unknown_name
 
@@ -158,22 +157,16 @@ def _read_stage2_yaml(name_or_path: str | Path) -> tuple[Path, dict[str, Any]]:
             raise unknown_name("stage-2 recipe", str(name_or_path), list_stage2_recipes())
     elif not p.exists():
         raise ConfigError(f"Recipe file {p} does not exist. Bundled stage-2 recipes: {', '.join(list_stage2_recipes())}.")
-    try:
-        return p, yaml.safe_load(p.read_text(encoding="utf-8")) or {}
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{p}: not valid YAML ({exc}).") from exc
+    from mascot.train.recipes import read_recipe_yaml
+
+    return p, read_recipe_yaml(p)
 
 
 def recipe_rollout_backend(name_or_path: str | Path, overrides: dict[str, Any] | None = None) -> str:
-    """The recipe's rollout backend and model, read without building the config (which imports TRL and torch):
-    the CLI loads llama.cpp before torch when the rollouts will run on it."""
-    from mascot.backends import resolve_kind
-    from mascot.train.recipes import normalise_key
+    """The Stage-2 recipe's rollout backend (`recipes.backend_of` its `rollout_backend` field)."""
+    from mascot.train.recipes import backend_of
 
-    _, data = _read_stage2_yaml(name_or_path)
-    merged = {**data, **{normalise_key(k): v for k, v in (overrides or {}).items()}}
-
-    return resolve_kind(str(merged.get("rollout_backend", "auto")), str(merged.get("model", "embedded")))
+    return backend_of(_read_stage2_yaml(name_or_path)[1], overrides, "rollout_backend", "auto")
 
 
 def load_stage2_recipe(name_or_path: str | Path, overrides: dict[str, Any] | None = None) -> Stage2Config:
