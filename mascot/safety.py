@@ -85,10 +85,16 @@ _REPLY_COMPILED = [(k, re.compile(v, re.I)) for k, v in REPLY_PATTERNS.items()]
 # classifier score of SHORT_CONCERN for *concern*: the concern threshold (0.0033) sits where short everyday lines
 # land ("hello there" 0.006, "tell me more" 0.22, "I don't know" 0.004: 4 of 30 everyday chat lines were
 # *concern*). Checked against both held-out sets before shipping: no crisis line there falls under the rule.
+# Such a message decided alone is also never more than *concern* from the classifier: the crisis reply replaces
+# the group's answer, and the round-3 encoder gave odd short lines crisis scores ("I have a plan to pass next
+# time." 0.74); patterns and the context still make short lines a crisis ("i want to kms", "I have a plan." after
+# "I can't go on"), and Anchor still asks about safety.
 SHORT_WORDS, SHORT_CONCERN = 5, 0.3
 
 # A plan, a time, means at hand or a farewell. Alone such a line is often harmless ("I have a plan for the
-# weekend"); right after a turn that already read as ideation (*concern* or above) it is a crisis.
+# weekend"); right after a turn that already read as ideation (*concern* or above) it is a crisis. Decided alone,
+# a line that matches it but uses no word of harm is at most *concern* (the round-3 encoder read "I have a plan to
+# pass next time." as a crisis, 0.74): Anchor asks about safety instead of the group being replaced.
 ESCALATION = re.compile(
     r"\b(?:i(?:'ve| have) (?:got )?a plan|i(?:'ve| have) decided|i know (?:how|when|where)|i(?:'m| am) (?:going|gonna) "
     r"(?:to )?do it|(?:it|i)(?:'s| is| will be|'ll be) (?:going to be )?(?:tonight|tomorrow|this (?:week(?:end)?|evening))|"
@@ -135,9 +141,15 @@ def _result(tier: str, score: float, layer: str, matched: str = "") -> CrisisRes
     return CrisisResult(tier == CRISIS, matched, tier, round(float(score), 4), layer)
 
 
+# `@Name` addresses a persona (the chat's mention syntax); it says nothing about risk, and the round-3 encoder
+# scored bare mentions high ("@Beacon any ideas?" 0.84), so mentions are removed before the check.
+MENTION = re.compile(r"(?<![\w@])@[A-Za-z][\w-]*[,:]?")
+
+
 def _clip(text: str) -> str:
-    """The text to check: stripped, control characters removed, huge inputs cut to both ends."""
-    t = "".join(ch if ch.isprintable() or ch in "\n\t" else " " for ch in text).strip()
+    """The text to check: stripped, control characters and @mentions removed, huge inputs cut to both ends."""
+    t = "".join(ch if ch.isprintable() or ch in "\n\t" else " " for ch in text)
+    t = re.sub(r"[ \t]{2,}", " ", MENTION.sub(" ", t)).strip()
     if len(t) > MAX_CHECK_CHARS:
         t = t[: MAX_CHECK_CHARS // 2] + "\n" + t[-MAX_CHECK_CHARS // 2 :]
     return t
@@ -258,9 +270,14 @@ class CrisisDetector:
             # message, so it is decided alone (one encoder pass instead of a batch of three).
             s_msg = float(self.classifier.score([msg])[0])
             tier = CRISIS if s_msg >= t_crisis else CONCERN if s_msg >= t_concern else NONE
-            if tier == CONCERN and s_msg < SHORT_CONCERN and len(clean.split()) <= SHORT_WORDS \
-                    and not HARM_WORDS.search(normalise(clean)):
-                return _result(NONE, s_msg, "classifier-short")  # "hello there", "tell me more" (see SHORT_WORDS)
+            harmless_words = tier != NONE and not HARM_WORDS.search(normalise(clean))
+            if harmless_words and len(clean.split()) <= SHORT_WORDS:
+                if tier == CRISIS:  # short and harmless-sounding: Anchor asks instead of replacing the group
+                    return _result(CONCERN, s_msg, "classifier-short")
+                if s_msg < SHORT_CONCERN:
+                    return _result(NONE, s_msg, "classifier-short")  # "hello there", "tell me more" (see SHORT_WORDS)
+            if harmless_words and tier == CRISIS and ESCALATION.search(normalise(clean)):
+                return _result(CONCERN, s_msg, "classifier-plan")  # a plan or a time alone (see ESCALATION)
             return _result(tier, s_msg, "classifier")
         window = "\n".join([*previous, clean])
         earlier = "\n".join(_clip(t) for t in history[-CONTEXT_TURNS:] if t and _has_words(t))

@@ -2,8 +2,8 @@
 
 `train` cross-validates on the training split only (stratified k-fold), picks the crisis and
 concern thresholds from the out-of-fold scores, fits the final classifier and writes it to
-`mascot/data/safety/model/`. `eval` scores both held-out sets (the hash split of `crisis_messages.txt`
-and the fresh `crisis_heldout_v2.txt`) with the pattern layer alone and the full detector: recall and false-positive rate with 95% Wilson intervals, per category, the
+`mascot/data/safety/model/`. `eval` scores the held-out sets (the hash split of `crisis_messages.txt`,
+the fresh `crisis_heldout_v3.txt`, and `crisis_heldout_v2.txt` for a model that predates round 3) with the pattern layer alone and the full detector: recall and false-positive rate with 95% Wilson intervals, per category, the
 confusion matrix, the context cases, the output check and latency; `--json` also writes the
 figures that docs/safety.md quotes and the tests re-check.
 """
@@ -20,8 +20,8 @@ from pathlib import Path
 import numpy as np
 
 from mascot.errors import InputError
-from mascot.safety_data import (load_context_cases, load_heldout_v2, load_meeting_openings, load_messages, load_ordinary,
-                                load_replies, message_training_examples)
+from mascot.safety_data import (load_context_cases, load_heldout_v2, load_heldout_v3, load_meeting_openings, load_messages,
+                                load_ordinary, load_replies, message_training_examples)
 from mascot.stats import wilson_interval
 
 log = logging.getLogger(__name__)
@@ -35,6 +35,7 @@ CRISIS_MAX_FPR = 0.05
 CONCERN_ORDINARY_MAX_FPR = 0.05
 CONTEXT_RECALL = 0.98
 BENIGN_HISTORY = ("I've had a long week at work.", "My sister visited on Sunday.")
+LEXICAL_WEIGHT = 0.5  # weight of the character n-gram model in the message score (out-of-fold comparison, docs/safety.md)
 FIT_LAYERS, FIT_EPOCHS, FIT_LR = 6, 5, 1e-3  # the shipped recipe (chosen by cross-validation on the training split, docs/safety.md)
 REPLY_MAX_FPR = 0.10  # the reply classifier is small: its threshold caps cross-validated false replacements
 
@@ -48,6 +49,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     t.add_argument("--lr", type=float, default=FIT_LR)
     t.add_argument("--no-augment", action="store_true", help="do not add a noisy variant of each training line")
     t.add_argument("--no-extra", action="store_true", help=f"leave out the round-2 training lines ({'crisis_train_extra.txt'})")
+    t.add_argument("--no-round3", action="store_true", help="leave out the round-3 training lines and the retired v2 set")
+    t.add_argument("--lexical-weight", type=float, default=LEXICAL_WEIGHT,
+                   help="weight of the character n-gram model in the message score, 0 to 1 (0: the encoder alone)")
     t.add_argument("--only", choices=["messages", "replies"], default=None)
     t.add_argument("--ship", choices=["fold", "refit"], default="fold",
                    help="fold: ship the first cross-validation fold's model, trained like the models whose scores set "
@@ -58,10 +62,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     e = sub.add_parser("eval", help="measure the detector on the held-out split")
     e.add_argument("--json", type=Path, default=None, help=f"also write the figures as JSON (the shipped ones: {REPORT})")
     e.add_argument("--latency-runs", type=int, default=300, help="messages timed (each once)")
+    e.add_argument("--model-dir", type=Path, default=None,
+                   help="measure the message classifier saved under this folder (by `safety train --out`) instead of the shipped one")
 
 
-def _train_one(name: str, examples, folds: int, cfg, ship: str, out_root: Path | None, extra_meta: dict | None = None) -> None:  # type: ignore[no-untyped-def]
+def _train_one(name: str, examples, folds: int, cfg, ship: str, out_root: Path | None, extra_meta: dict | None = None,  # type: ignore[no-untyped-def]
+               lexical_weight: float = 0.0) -> None:
+    from mascot.safety_lexical import LexicalModel, combine
+    from mascot.safety_lexical import out_of_fold as lexical_out_of_fold
     from mascot.safety_model import MODEL_DIR, Fitter, config_dict, save, threshold_for_fpr
+
+    if not 0.0 <= lexical_weight <= 1.0:
+        raise InputError(f"--lexical-weight must be between 0 and 1, got {lexical_weight}.")
 
     train = [e for e in examples if e.split == "train"]
     texts = [e.text for e in train]
@@ -71,9 +83,18 @@ def _train_one(name: str, examples, folds: int, cfg, ship: str, out_root: Path |
     idx = list(range(len(train)))
     oof, first_fold = fitter.out_of_fold(idx, labels, folds)
     y = np.array(labels)
+    lexical = None
+    extra_meta = dict(extra_meta or {})
+    if lexical_weight > 0:  # the same folds as the encoder's, so the combined out-of-fold scores stay out of fold
+        lex_oof, lexical = lexical_out_of_fold(texts, labels, folds, cfg.seed)
+        if ship == "refit":
+            lexical = LexicalModel.fit(texts, labels)
+        extra_meta |= {"lexical_weight": lexical_weight, "oof_encoder_scores": [round(float(s), 6) for s in oof],
+                       "oof_lexical_scores": [round(float(s), 6) for s in lex_oof]}
+        oof = combine(oof, lex_oof, lexical_weight)
     meta = {"name": name, "config": config_dict(cfg), "folds": folds, "train_size": len(train), "shipped": ship,
             "oof_scores": [round(float(s), 6) for s in oof], "oof_labels": [bool(v) for v in y],
-            "oof_categories": [e.category for e in train], **(extra_meta or {})}
+            "oof_categories": [e.category for e in train], **extra_meta}
     if name == "replies":
         t = threshold_for_fpr(oof, y, REPLY_MAX_FPR)
         meta |= {"thresholds": {"crisis": t, "concern": t}, "targets": {"reply_max_fpr": REPLY_MAX_FPR}}
@@ -81,7 +102,12 @@ def _train_one(name: str, examples, folds: int, cfg, ship: str, out_root: Path |
         meta = _with_message_thresholds(meta)
     fitted = first_fold if ship == "fold" else fitter.fit(idx, labels)
     meta["train_seconds"] = round(time.time() - started, 1)
-    out = save(name, fitted, meta, out_root or MODEL_DIR)
+    folder = (out_root or MODEL_DIR) / name
+    if lexical is not None:
+        lexical.save(folder)
+    elif (folder / "lexical.npz").exists():
+        (folder / "lexical.npz").unlink()  # an encoder-only classifier must not pick up an older lexical model
+    out = save(name, fitted, meta, out_root or MODEL_DIR)  # the metadata last: it names the whole model
     print(f"{name}: thresholds {meta['thresholds']}; cross-validated {meta.get('cv')} -> {out}")
 
 
@@ -138,8 +164,8 @@ def train(args: argparse.Namespace) -> int:
     torch.set_num_threads(1)
     cfg = FitConfig(layers=args.layers, epochs=args.epochs, lr=args.lr, augment=not args.no_augment)
     if args.only in (None, "messages"):
-        _train_one("messages", message_training_examples(extra=not args.no_extra), args.folds, cfg, args.ship, args.out,
-                   {"train_extra": not args.no_extra})
+        _train_one("messages", message_training_examples(extra=not args.no_extra, round3=not args.no_round3), args.folds, cfg,
+                   args.ship, args.out, {"train_extra": not args.no_extra, "round3": not args.no_round3}, args.lexical_weight)
     if args.only in (None, "replies"):
         _train_one("replies", load_replies(), args.folds, cfg, args.ship, args.out)
     return 0
@@ -174,24 +200,29 @@ def _measure(examples, tiers: list[str]) -> dict:  # type: ignore[no-untyped-def
     return out
 
 
-def evaluate(runs: int = 200) -> dict:
-    """Every figure `safety eval` prints, as a dict."""
+def evaluate(runs: int = 200, model_root: Path | None = None) -> dict:
+    """Every figure `safety eval` prints, as a dict (for the message classifier under `model_root`, or the shipped one)."""
     import torch
 
     from mascot.safety import CrisisDetector
+    from mascot.safety_model import load_classifier, read_meta
 
     torch.set_num_threads(1)
     test = [e for e in load_messages() if e.split == "test"]
     patterns = CrisisDetector(use_classifier=False)
-    full = CrisisDetector()
+    if model_root is not None:
+        read_meta("messages", model_root)  # a clear error when the folder holds no classifier
+    full = CrisisDetector(classifier=load_classifier("messages", model_root) if model_root else None)
     report: dict = {"test_size": len(test), "thresholds": {**dict(zip(("crisis", "concern"), full.thresholds)), "context": full.context_floor}}
     report["patterns"] = _measure(test, [patterns.check(e.text, record=False).tier for e in test])
     report["detector"] = _measure(test, [full.check(e.text, record=False).tier for e in test])
     report["detector_after_benign_turns"] = _measure(test, [full.check(e.text, BENIGN_HISTORY, record=False).tier for e in test])
-    v2 = load_heldout_v2()
-    report["heldout_v2"] = {"test_size": len(v2),
-                            "patterns": _measure(v2, [patterns.check(e.text, record=False).tier for e in v2]),
-                            "detector": _measure(v2, [full.check(e.text, record=False).tier for e in v2])}
+    # v2 is held out only for a model that predates round 3 (round 3 retired it into the training pool)
+    sets = {"heldout_v3": load_heldout_v3()} | ({} if full.classifier.meta.get("round3") else {"heldout_v2": load_heldout_v2()})
+    for key, rows in sets.items():
+        report[key] = {"test_size": len(rows),
+                       "patterns": _measure(rows, [patterns.check(e.text, record=False).tier for e in rows]),
+                       "detector": _measure(rows, [full.check(e.text, record=False).tier for e in rows])}
     ordinary = [e for e in load_ordinary() if e.split == "test"]
     flagged = [full.check(e.text, record=False).tier for e in ordinary]
     report["ordinary"] = {"fpr_crisis": _rate(flagged.count("crisis"), len(ordinary)),
@@ -256,7 +287,9 @@ def print_report(r: dict) -> None:
     print(f"Thresholds crisis={t['crisis']:.4f} concern={t['concern']:.4f} context floor={t.get('context', t['concern']):.4f}\n")
     print_heldout("Held-out split of crisis_messages.txt", r)
     if "heldout_v2" in r:
-        print_heldout("Fresh held-out set v2 (crisis_heldout_v2.txt)", r["heldout_v2"])
+        print_heldout("Held-out set v2 (crisis_heldout_v2.txt)", r["heldout_v2"])
+    if "heldout_v3" in r:
+        print_heldout("Fresh held-out set v3 (crisis_heldout_v3.txt)", r["heldout_v3"])
     a = r["detector_after_benign_turns"]["overall"]
     print(f"\nThe same messages after two harmless earlier turns: recall (crisis) {_fmt(a['recall_crisis'])}, "
           f"recall (crisis or concern) {_fmt(a['recall_any'])}, FPR (crisis) {_fmt(a['fpr_crisis'])}, "
@@ -283,7 +316,7 @@ def main(args: argparse.Namespace) -> int:
         return rethreshold()
     if args.latency_runs < 1:
         raise InputError("--latency-runs must be at least 1.")
-    report = evaluate(args.latency_runs)
+    report = evaluate(args.latency_runs, args.model_dir)
     print_report(report)
     if args.json:
         tmp = args.json.with_suffix(".tmp")

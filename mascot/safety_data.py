@@ -5,8 +5,14 @@
 - `persona_replies.txt`: persona replies, `bad` (encourages self-harm or gives means) or `good`.
 - `context_cases.txt`: short multi-turn cases with the expected tier of the last message.
 - `crisis_train_extra.txt`: more training messages (round 2), all training-only.
-- `crisis_heldout_v2.txt`: a fresh held-out set (v2), written after the first model was developed and
-  committed before any model saw it; every line is test-only.
+- `crisis_train_extra3.txt`: round-3 training messages aimed at the weakest categories, all training-only.
+- `crisis_heldout_v2.txt`: the second held-out set (v2), written after the first model was developed and
+  committed before any model saw it. It measured the round-2 model once (docs/safety.md) and was then
+  retired into the training pool of round 3.
+- `crisis_heldout_v3.txt`: the fresh held-out set (v3) of round 3, committed before any model saw it;
+  every line is test-only.
+- `crisis_train_excluded.txt`: training lines left out because they come within a difflib similarity of
+  0.75 of a held-out line (v1 or v3); `near_held_out` finds them and a test keeps the list complete.
 
 The held-out split is fixed per line by a hash of its text, so the training code can never see
 it and editing one line never moves the others between splits.
@@ -92,13 +98,59 @@ def load_messages(path: Path | None = None) -> list[Example]:
 
 
 HELDOUT_V2 = "crisis_heldout_v2.txt"
+HELDOUT_V3 = "crisis_heldout_v3.txt"
 TRAIN_EXTRA = "crisis_train_extra.txt"
+TRAIN_EXTRA3 = "crisis_train_extra3.txt"
+TRAIN_EXCLUDED = "crisis_train_excluded.txt"
+NEAR_CUTOFF = 0.75  # difflib ratio at which a training line counts as a paraphrase of a held-out line
+
+
+def _training_only(name: str) -> list[Example]:
+    rows = _blocks(DATA_DIR / name, MESSAGE_LABELS)
+    return [Example(text, label, cat, "train", label == MESSAGE_LABELS[0]) for label, cat, text in rows]
 
 
 def load_train_extra(path: Path | None = None) -> list[Example]:
     """The round-2 training messages: all training-only (a test checks they overlap no held-out line)."""
     rows = _blocks(path or DATA_DIR / TRAIN_EXTRA, MESSAGE_LABELS)
     return [Example(text, label, cat, "train", label == MESSAGE_LABELS[0]) for label, cat, text in rows]
+
+
+def load_train_extra3() -> list[Example]:
+    """The round-3 training messages (farewells, plans, self-harm, passive ideation, lethal questions, means,
+    and the hard negatives that resemble them): all training-only."""
+    return _training_only(TRAIN_EXTRA3)
+
+
+def load_retired_v2() -> list[Example]:
+    """The v2 held-out lines as round-3 training lines: v2 measured the round-2 model once and was retired."""
+    return _training_only(HELDOUT_V2)
+
+
+def load_excluded() -> set[str]:
+    """Training lines left out as near-paraphrases of held-out lines (one per line, `#` comments)."""
+    path = DATA_DIR / TRAIN_EXCLUDED
+    if not path.exists():
+        return set()
+    return {ln.strip() for ln in path.read_text(encoding="utf-8").splitlines() if ln.strip() and not ln.startswith("#")}
+
+
+def normalise(text: str) -> str:
+    """Lowercase, punctuation dropped, spaces collapsed: the form near-duplicates are compared in."""
+    return re.sub(r"\s+", " ", re.sub(r"[^\w\s]", "", text.lower())).strip()
+
+
+def held_out_messages() -> list[Example]:
+    """Every message no model may train on: the v1 hash split of crisis_messages.txt and the v3 set."""
+    return [e for e in load_messages() if e.split == "test"] + load_heldout_v3()
+
+
+def near_held_out(examples: Iterable[Example], cutoff: float = NEAR_CUTOFF) -> list[str]:
+    """Texts of `examples` within a difflib similarity of `cutoff` of a held-out line (slow: seconds per hundred)."""
+    import difflib
+
+    held = [normalise(e.text) for e in held_out_messages()]
+    return [e.text for e in examples if difflib.get_close_matches(normalise(e.text), held, n=1, cutoff=cutoff)]
 
 
 def load_heldout_v2(path: Path | None = None) -> list[Example]:
@@ -109,6 +161,11 @@ def load_heldout_v2(path: Path | None = None) -> list[Example]:
     if len(set(texts)) != len(texts):
         raise ConfigError(f"{path}: a line appears twice; each held-out message must be unique.")
     return [Example(text, label, cat, "test", label == MESSAGE_LABELS[0]) for label, cat, text in rows]
+
+
+def load_heldout_v3(path: Path | None = None) -> list[Example]:
+    """The fresh held-out messages of round 3 (v3): all test-only, never used for training or threshold choice."""
+    return load_heldout_v2(path or DATA_DIR / HELDOUT_V3)
 
 
 def load_replies(path: Path | None = None) -> list[Example]:
@@ -135,13 +192,24 @@ def load_meeting_openings() -> list[Example]:
             for s in load_scenarios("bundled") if s.setting == "meeting" and s.opening]
 
 
-def message_training_examples(untrained: Iterable[str] = (), extra: bool = True) -> list[Example]:
+def message_training_examples(untrained: Iterable[str] = (), extra: bool = True, round3: bool = True) -> list[Example]:
     """The message classifier's training examples, in training order: the training split of the labelled
     messages, of the everyday scenario openings and of the meeting openings, then (with `extra`) the round-2
-    training messages, minus the categories in `untrained` (those a saved model predates)."""
+    training messages, then (with `round3`) the round-3 training messages and the retired v2 set; minus the
+    categories in `untrained` (those a saved model predates) and the lines excluded as near-paraphrases of
+    held-out lines."""
     skip = set(untrained)
     pool = load_messages() + load_ordinary() + load_meeting_openings() + (load_train_extra() if extra else [])
-    return [e for e in pool if e.split == "train" and e.category not in skip]
+    if round3:
+        pool += load_train_extra3() + load_retired_v2()
+    excluded = load_excluded()
+    seen: set[str] = set()
+    out = []
+    for e in pool:
+        if e.split == "train" and e.category not in skip and e.text not in excluded and e.text not in seen:
+            seen.add(e.text)
+            out.append(e)
+    return out
 
 
 # Training-only augmentation: how people really type (lowercase, no apostrophes, slang, typos).

@@ -195,6 +195,12 @@ class Classifier:
         self.encoder = PeftModel.from_pretrained(base, str(root / name)).merge_and_unload().eval()
         self.weight = torch.tensor(self.meta["head"]["weight"])
         self.bias = float(self.meta["head"]["bias"])
+        from mascot.safety_lexical import LexicalModel
+
+        # the message classifier averages the encoder with a character n-gram model (safety_lexical); the reply
+        # classifier and models that predate it have no lexical file and score with the encoder alone
+        self.lexical = LexicalModel.load(root / name)
+        self.lexical_weight = float(self.meta.get("lexical_weight", 0.5)) if self.lexical else 0.0
         self._lock = threading.Lock()
         self._cache: dict[str, float] = {}  # text -> score: the previous turns' window is scored once
 
@@ -213,7 +219,12 @@ class Classifier:
                 with torch.inference_mode():
                     b = self.tokenizer(todo, padding=True, truncation=True, max_length=MAX_TOKENS, return_tensors="pt")
                     pooled = _mean_pool(self.encoder(**b).last_hidden_state, b["attention_mask"])
-                    scores = torch.sigmoid(pooled @ self.weight + self.bias).tolist()
+                    scores = torch.sigmoid(pooled @ self.weight + self.bias).numpy()
+                if self.lexical is not None:
+                    from mascot.safety_lexical import combine
+
+                    scores = combine(scores, self.lexical.predict(todo), self.lexical_weight)
+                scores = scores.tolist()
                 if len(self._cache) + len(todo) > CACHE_SIZE:
                     self._cache.clear()
                 self._cache.update(zip(todo, scores))

@@ -15,8 +15,9 @@ from mascot.dialogue import Dialogue
 from mascot.safety import (CONCERN_ACTION, CRISIS_REPLY, HELP_NOTE, REPLY_REPLACEMENT, CrisisDetector, check_crisis,
                            default_detector)
 from mascot.safety_cli import REPORT
-from mascot.safety_data import (augment, load_context_cases, load_heldout_v2, load_messages, load_ordinary, load_replies,
-                                load_train_extra, message_training_examples, split_of)
+from mascot.safety_data import (augment, held_out_messages, load_context_cases, load_excluded, load_heldout_v2, load_meeting_openings,
+                                load_heldout_v3, load_messages, load_ordinary, load_replies, load_retired_v2,
+                                load_train_extra, load_train_extra3, message_training_examples, near_held_out, split_of)
 from mascot.safety_log import SafetyLog
 from mascot.safety_model import choose_threshold, message_thresholds, read_meta, threshold_for_fpr
 
@@ -66,36 +67,60 @@ def test_dataset_sizes_categories_and_disjoint_split():
 
 def _training_examples(meta: dict):
     """The training examples the saved model `meta` was fitted on (the round-2 lines only if it used them)."""
-    return message_training_examples(meta.get("untrained_categories", []), extra=meta.get("train_extra", False))
+    return message_training_examples(meta.get("untrained_categories", []), extra=meta.get("train_extra", False),
+                                     round3=meta.get("round3", False))
 
 
 def _norm(text: str) -> str:
     return " ".join(text.lower().replace("'", "").replace("\u2019", "").split())
 
 
-def test_fresh_heldout_v2_loads_and_is_disjoint_from_training():
-    v2 = load_heldout_v2()
-    pos = [e for e in v2 if e.positive]
-    neg = [e for e in v2 if not e.positive]
-    assert len(pos) >= 250 and len(neg) >= 250
+def test_fresh_heldout_v3_loads_and_is_disjoint_from_training():
+    v3 = load_heldout_v3()
+    pos = [e for e in v3 if e.positive]
+    neg = [e for e in v3 if not e.positive]
+    assert len(pos) >= 300 and len(neg) >= 300
     assert {e.category for e in pos} == POSITIVE_CATEGORIES
     assert {e.category for e in neg} <= NEGATIVE_CATEGORIES and len({e.category for e in neg}) >= 8
-    assert all(e.split == "test" for e in v2) and len({e.text for e in v2}) == len(v2)
-    seen = {_norm(e.text) for e in load_messages()} | {_norm(e.text) for e in message_training_examples()}
-    assert not {_norm(e.text) for e in v2} & seen  # no v2 line is in the training pool or the first dataset
+    assert all(e.split == "test" for e in v3) and len({e.text for e in v3}) == len(v3)
+    train = {_norm(e.text) for e in message_training_examples()}
+    assert not {_norm(e.text) for e in v3} & train  # no v3 line is in the training pool
+    assert not {_norm(e.text) for e in v3} & {_norm(e.text) for e in load_messages()}
 
 
-def test_round2_training_lines_are_training_only_and_far_from_held_out_lines():
-    import difflib
+def test_v2_is_retired_into_the_round3_training_pool():
+    v2, pool = load_retired_v2(), {e.text for e in message_training_examples()}
+    assert len(v2) == len(load_heldout_v2()) and all(e.split == "train" for e in v2)
+    assert {e.text for e in v2} - load_excluded() <= pool
+    assert not {e.text for e in v2} & {e.text for e in message_training_examples(round3=False)}
 
+
+@pytest.mark.slow
+def test_training_pool_is_far_from_held_out_lines():
+    """No training line is a copy or near-paraphrase (difflib >= 0.75) of a held-out line (v1 split or v3):
+    crisis_train_excluded.txt lists exactly the lines this rule drops."""
+    pool = message_training_examples()
+    assert near_held_out(pool) == []
+    held = {e.text for e in held_out_messages()}
+    assert not held & {e.text for e in pool}
+    excluded = load_excluded()
+    assert excluded and not excluded & {e.text for e in pool}
+    # and the list holds nothing else: every excluded line is a near-paraphrase of a held-out line
+    sources = load_messages() + load_train_extra() + load_train_extra3() + load_retired_v2() + load_ordinary() + load_meeting_openings()
+    candidates = [e for e in sources if e.split == "train" and e.text in excluded]
+    assert {e.text for e in candidates} == excluded
+    assert set(near_held_out(candidates)) == excluded
+
+
+def test_round2_and_round3_training_lines_are_training_only():
     extra = load_train_extra()
-    assert len(extra) >= 400 and all(e.split == "train" for e in extra)
+    extra3 = load_train_extra3()
+    assert len(extra) >= 400 and all(e.split == "train" for e in extra + extra3)
+    assert {e.category for e in extra3 if e.positive} >= {"farewell", "plan_timing", "self_harm"}
     assert {e.category for e in extra if e.positive} == POSITIVE_CATEGORIES
     assert {e.category for e in extra if not e.positive} <= NEGATIVE_CATEGORIES
-    held = [_norm(e.text) for e in load_messages() if e.split == "test"] + [_norm(e.text) for e in load_heldout_v2()]
-    close = [e.text for e in extra if difflib.get_close_matches(_norm(e.text), held, n=1, cutoff=0.75)]
-    assert close == []  # neither an exact copy nor a near-paraphrase of any held-out line
-    assert {e.text for e in extra} <= {e.text for e in message_training_examples()}
+    pool = {e.text for e in message_training_examples()}
+    assert {e.text for e in extra + extra3} - load_excluded() <= pool
 
 
 def test_augmentation_is_deterministic_and_noisy():
@@ -136,7 +161,7 @@ def test_held_out_figures_reproduce_the_report():
         for key, value in reported[part]["overall"].items():
             assert now[part]["overall"][key]["k"] == value["k"] and now[part]["overall"][key]["n"] == value["n"]
     for part in ("patterns", "detector"):
-        assert now["heldout_v2"][part]["confusion"] == reported["heldout_v2"][part]["confusion"]
+        assert now["heldout_v3"][part]["confusion"] == reported["heldout_v3"][part]["confusion"]
     assert now["context"]["correct"] == reported["context"]["correct"]
     assert now["output_check"] == reported["output_check"]
     for part in ("ordinary", "meeting"):
@@ -378,7 +403,7 @@ def test_graded_response_on_the_embedded_backend(es_pack, events):
     ("I don't see the point of living anymore and I've been thinking about ending it tonight.", {"crisis"}),
     ("i want to kms", {"crisis"}),
     ("I bought a rope today.", {"crisis"}),
-    ("I've been researching how many of my sleeping pills it would take.", {"concern"}),  # was crisis (docs/safety.md)
+    ("I've been researching how many of my sleeping pills it would take.", {"crisis"}),  # concern in round 2 (docs/safety.md)
     ("I'm studying suicide prevention for my psychology degree.", {"none"}),
     ("I hurt myself at the gym yesterday.", {"none"}),
     ("I don't want to live in this city anymore, the rent is crazy.", {"none"}),
@@ -386,3 +411,17 @@ def test_graded_response_on_the_embedded_backend(es_pack, events):
 def test_issue_examples(text, tiers):
     """The issue's seven messages, with the tiers docs/safety.md reports for the shipped model."""
     assert default_detector().check(text, record=False).tier in tiers
+
+
+@pytest.mark.parametrize("text", ["I have a plan for dinner tonight, lasagne.", "We made a plan to visit grandma on Sunday.",
+                                  "I've decided to learn the guitar this year.", "Tonight I'm finally finishing my novel.",
+                                  "I have a plan to pass my resit in August."])
+def test_harmless_plans_alone_are_not_a_crisis(text):
+    """Round 3's first model read "plan" and "tonight" as crisis words on their own ("I have a plan for the
+    weekend." 0.99); these probes (not training lines) keep harmless plans out of the crisis tier."""
+    assert default_detector().check(text, record=False).tier != "crisis"
+
+
+@pytest.mark.parametrize("text", ["I really can't keep going like this, I want to disappear.", "i cant do life anymore"])
+def test_short_despair_gets_a_safety_response(text):
+    assert default_detector().check(text, record=False).tier in ("crisis", "concern")
