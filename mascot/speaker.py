@@ -12,7 +12,11 @@ from mascot.personas import Persona
 from mascot.prompts import speaker_messages, strip_reasoning
 
 MAX_REPLY_CHARS = 600
-META_PATTERNS = (r"\bas an ai\b", r"\bas a language model\b", r"\bi am an ai\b", r"\bi'm an ai\b")
+META_PATTERNS = (r"\bas an ai\b", r"\bas a language model\b", r"\bi am an ai\b", r"\bi'm an ai\b",
+                 # text-editing and transcript talk of a small model that forgot it is in a conversation
+                 r"\bhere(?:'s| is) (?:an? |the )?(?:edited|revised|rewritten|improved|updated) (?:version|text)\b",
+                 r"\bhere(?:'s| is) the (?:ending|end|rest|continuation) of the (?:conversation|dialogue|story)\b",
+                 r"\bthe (?:user|assistant) (?:says|said|asks|asked|is asking)\b")
 # A finished utterance ends in sentence punctuation, a closing quote/bracket, or an emoji.
 _FINISHED = re.compile(r"""([.!?…]["'”’)\]]*|[\U0001F300-\U0001FAFF\u2600-\u27BF]\ufe0f?|:\)|:-\))\s*$""")
 # A sentence end inside a text: punctuation (+ closing quotes) followed by whitespace.

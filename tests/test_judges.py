@@ -137,6 +137,28 @@ def test_offline_emotion_and_empathy_signals(offline, es_pack) -> None:
         assert all(1.0 <= s <= 5.0 for s in v.scores.values())
 
 
+def test_offline_judge_penalises_celebrating_a_loss(offline, es_pack) -> None:
+    """Found in use: a trained Anchor met "My dog died yesterday" with "How wonderful news is that!"."""
+    anchor = es_pack.active[0]
+    sad = Dialogue(situation="", turns=[Turn("user", "My dog died yesterday and I can't stop crying.")])
+    happy = Dialogue(situation="", turns=[Turn("user", "I got the job I wanted, I start on Monday!")])
+    cheer = "How wonderful news is that! What an amazing moment for you!"
+    kind = "Oh no, losing your dog is so painful. It makes sense that you can't stop crying."
+    on_sad = offline.score(JudgeItem(anchor, es_pack.active, sad, cheer))
+    assert json.loads(on_sad.raw)["mood_mismatch"] == 1.0
+    assert json.loads(offline.score(JudgeItem(anchor, es_pack.active, happy, cheer)).raw)["mood_mismatch"] == 0.0
+    caring = offline.score(JudgeItem(anchor, es_pack.active, sad, kind))
+    assert caring.scores["emotion"] > on_sad.scores["emotion"] + 1 and caring.scores["empathy"] > on_sad.scores["empathy"] + 1
+    assert caring.aggregate > on_sad.aggregate + 1
+
+
+@pytest.mark.parametrize("text", ["Here's an edited version of the text with some suggestions.",
+                                  "Here is the ending of the conversation.", "The user says they feel sad."])
+def test_offline_judge_treats_editing_and_transcript_talk_as_meta_talk(offline, es_pack, text) -> None:
+    v = offline.score(JudgeItem(es_pack.active[0], es_pack.active, ctx(), text))
+    assert v.scores["consistency"] == 1.0 and json.loads(v.raw)["meta_talk"] == 1.0
+
+
 # ------------------------------------------------------------------ LLM judge, fake server
 GOOD = {"emotion": 4, "empathy": 5, "consistency": 3, "relevance": 4, "contribution": 2}
 

@@ -49,6 +49,23 @@ DISMISSIVE = (
     r"\beveryone goes through\b", r"\byou're overreacting\b", r"\bit's nothing\b",
 )
 
+# Mood match: a user who reports a loss, a failure or distress must not be met with celebration. Hard user
+# cues (words of loss, harm and distress) and reply phrases of celebration or delight; the offline judge
+# penalises a celebrating reply to a distressed message (`mood_mismatch`). Found in use: a trained Anchor
+# answered "My dog died yesterday" with "How wonderful news is that!".
+DISTRESS_CUES = frozenset("""
+afraid alone angry anxious anxiety ashamed awful broke broken crying cried cry dead death depressed despair
+devastated died dies dying disappointed divorce dumped exhausted failed failing fail fear fired funeral grief
+grieving guilty heartbroken helpless hopeless hurt hurting hurts injured laid lonely lose losing lost miserable
+miss missing nervous numb overwhelmed pain panic passed rejected sad scared sick stressed struggling terrified
+tired upset worried worse worst
+""".split())
+CELEBRATION = (
+    r"\bwonderful\b", r"\bamazing\b", r"\bawesome\b", r"\bfantastic\b", r"\bcongrat(?:ulation)?s\b", r"\bgreat news\b",
+    r"\bhow exciting\b", r"\bso (?:happy|excited|thrilled) for you\b", r"\bglad to hear\b", r"\bwhat a (?:great|lovely|fun)\b",
+    r"\byay\b", r"\bhooray\b", r"\bcheers\b", r"\bdelightful\b", r"\bexciting news\b",
+)
+
 # Anchor sentences for the embedding side of the emotion and empathy signals.
 EMOTION_ANCHORS = (
     "I feel so happy and excited for you!",
