@@ -68,8 +68,8 @@ def load(kind: str, threads: int | None) -> tuple[Any, Any]:
     from mascot.engine import Engine, EngineConfig
     from mascot.personas import load_pack
 
-    weights = "native" if kind == "llamacpp-native" else None
-    kind = "llamacpp" if kind == "llamacpp-native" else kind
+    weights = kind.split("-", 1)[1] if kind.startswith("llamacpp-") else None  # llamacpp-native, llamacpp-q5_1, ...
+    kind = "llamacpp" if weights else kind
     backend = load_backend(kind, model="embedded", dtype="bfloat16", device="cpu", threads=threads, weights=weights)
     engine = Engine(EngineConfig(backend=kind), backend, run_dir=find_run(str(ROOT / "checkpoints")))
     warnings = engine.attach_adapters(load_pack("emotional-support"))
