@@ -33,10 +33,10 @@ def prefer(*order):
 
 
 def test_prompted_director_controls_count(es_pack):
-    # constrained choice: Catalyst first; "none" is only an option once two personas replied
+    # constrained choice: Catalyst first; with min_speakers=2, "none" is only an option once two personas replied
     fb = FakeBackend(scorer=prefer("Catalyst", "none", "Beacon", "Anchor"))
     fb.enqueue('Ask why", "tone": "soft"}', "Why?", 'Cheer", "tone": "warm"}', "You can do it.")
-    g = GroupChat(fb, es_pack.active, mode="prompted")
+    g = GroupChat(fb, es_pack.active, mode="prompted", min_speakers=2)
     g.director.details = "generate"  # the action and tone as free text (what Stage-2 GRPO samples)
     turns = g.run(Dialogue(), "hello")
     assert [t.speaker for t in turns] == ["Catalyst", "Beacon"]

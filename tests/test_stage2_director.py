@@ -122,7 +122,7 @@ def test_base_backend_score_raises():
         Minimal().score([], ["a"], GenerationParams())
 
 
-def test_trained_chat_answers_with_two_voices_and_honours_bounds_and_mentions(es_pack):
+def test_trained_chat_answers_with_every_voice_and_honours_bounds_and_mentions(es_pack):
     from mascot.safety import CrisisDetector
 
     fb = FakeBackend(scorer=prefer("none", "Beacon", "Anchor", "Catalyst"))
@@ -131,7 +131,10 @@ def test_trained_chat_answers_with_two_voices_and_honours_bounds_and_mentions(es
     g = GroupChat(fb, es_pack.active, mode="trained", safety=CrisisDetector(use_classifier=False))
     assert g.director.mode == "trained"
     turns = g.run(Dialogue(), "I failed my driving test.")
-    assert [t.speaker for t in turns] == ["Beacon", "Anchor"]  # wants to yield at once, but two voices first
+    # wants to yield at once, but every active persona answers first (LLM_MIN_SPEAKERS = 3), in its order
+    assert [t.speaker for t in turns] == ["Beacon", "Anchor", "Catalyst"]
+    two = GroupChat(fb, es_pack.active, mode="trained", min_speakers=2, safety=g.safety)
+    assert [t.speaker for t in two.run(Dialogue(), "I failed my driving test.")] == ["Beacon", "Anchor"]
     assert {c[0].adapter for c in fb.score_calls} == {"director"}  # speaker, action and tone all scored by it
     one = GroupChat(fb, es_pack.active, mode="trained", max_speakers=1, safety=g.safety)
     assert len(one.run(Dialogue(), "hello")) == 1

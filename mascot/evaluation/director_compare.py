@@ -39,7 +39,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--judge", default="offline", help="group judge: offline | llm")
     p.add_argument("--block-turns", type=int, default=4, help="N: turns per judged block (default: %(default)s)")
     p.add_argument("--min-speakers", type=int, default=None, help="fewest personas per message before the LLM directors "
-                   "may yield (default: the chat's, 2)")
+                   "may yield (default: the chat's, 3)")
     p.add_argument("--batch-size", type=int, default=24, help="dialogues rolled out together")
     p.add_argument("--json", default=None, help="write all dialogues, scores and tests here")
     p.add_argument("--reuse", action="append", default=None, help="a previous --json file (repeatable): take the systems "
@@ -112,8 +112,8 @@ def run_compare(args: argparse.Namespace) -> dict[str, Any]:
     previous: dict[str, Any] = {}
     for path in args.reuse or []:
         prev = json.loads(Path(path).read_text(encoding="utf-8"))
-        for key in ("scenarios", "user", "profile", "user_turns", "block_turns", "max_new_tokens"):
-            if prev.get(key) != {**results, "max_new_tokens": args.max_new_tokens}.get(key):
+        for key in ("scenarios", "user", "profile", "user_turns", "block_turns", "max_new_tokens", "min_speakers"):
+            if prev.get(key) != {**results, "max_new_tokens": args.max_new_tokens, "min_speakers": args.min_speakers}.get(key):
                 raise ConfigError(f"--reuse {path}: its {key!r} ({prev.get(key)!r}) differs from this run's; "
                                   "rerun every system instead.")
         previous.update(prev["systems"])

@@ -14,7 +14,7 @@ from tests.test_chat import prefer
 pytestmark = pytest.mark.browser
 
 
-def test_one_message_two_personas_in_trained_mode(browser, port, tmp_path):
+def test_one_message_gets_every_persona_in_trained_mode(browser, port, tmp_path):
     fake = FakeBackend(chunk_size=3, scorer=prefer("none", "Beacon", "Catalyst", "Anchor"))
     fake.add_adapter("director", str(tmp_path / "director"))  # what Engine.attach_adapters registers
     settings = Settings(data_dir=str(tmp_path), backend="fake", mode="trained", port=port)
@@ -27,7 +27,9 @@ def test_one_message_two_personas_in_trained_mode(browser, port, tmp_path):
         bot.nth(1).wait_for(timeout=120_000)
         page.wait_for_function("() => !document.querySelector('#chatbot').innerText.includes('▍')", timeout=120_000)
         names = [n.strip() for n in bot.all_inner_texts()]
-        assert len(names) == 2 and any("Beacon" in n for n in names) and any("Catalyst" in n for n in names), names
+        # the trained director picks the order (its scorer prefers Beacon, then Catalyst) and may give the floor
+        # back only once every active persona has answered (LLM_MIN_SPEAKERS = 3)
+        assert len(names) == 3 and "Beacon" in names[0] and "Catalyst" in names[1] and "Anchor" in names[2], names
         assert "Director → Beacon" in page.locator("#chatbot").inner_text()
         # speaker, action and tone are all scored through the director's adapter
         assert fake.score_calls and {c.adapter for c, _ in fake.score_calls} == {"director"}
