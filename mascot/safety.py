@@ -270,13 +270,14 @@ class CrisisDetector:
             # message, so it is decided alone (one encoder pass instead of a batch of three).
             s_msg = float(self.classifier.score([msg])[0])
             tier = CRISIS if s_msg >= t_crisis else CONCERN if s_msg >= t_concern else NONE
-            harmless_words = tier != NONE and not HARM_WORDS.search(normalise(clean))
+            norm = normalise(clean)
+            harmless_words = tier != NONE and not HARM_WORDS.search(norm)
             if harmless_words and len(clean.split()) <= SHORT_WORDS:
                 if tier == CRISIS:  # short and harmless-sounding: Anchor asks instead of replacing the group
                     return _result(CONCERN, s_msg, "classifier-short")
                 if s_msg < SHORT_CONCERN:
                     return _result(NONE, s_msg, "classifier-short")  # "hello there", "tell me more" (see SHORT_WORDS)
-            if harmless_words and tier == CRISIS and ESCALATION.search(normalise(clean)):
+            if harmless_words and tier == CRISIS and ESCALATION.search(norm):
                 return _result(CONCERN, s_msg, "classifier-plan")  # a plan or a time alone (see ESCALATION)
             return _result(tier, s_msg, "classifier")
         window = "\n".join([*previous, clean])

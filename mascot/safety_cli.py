@@ -205,13 +205,11 @@ def evaluate(runs: int = 200, model_root: Path | None = None) -> dict:
     import torch
 
     from mascot.safety import CrisisDetector
-    from mascot.safety_model import load_classifier, read_meta
+    from mascot.safety_model import load_classifier
 
     torch.set_num_threads(1)
     test = [e for e in load_messages() if e.split == "test"]
     patterns = CrisisDetector(use_classifier=False)
-    if model_root is not None:
-        read_meta("messages", model_root)  # a clear error when the folder holds no classifier
     full = CrisisDetector(classifier=load_classifier("messages", model_root) if model_root else None)
     report: dict = {"test_size": len(test), "thresholds": {**dict(zip(("crisis", "concern"), full.thresholds)), "context": full.context_floor}}
     report["patterns"] = _measure(test, [patterns.check(e.text, record=False).tier for e in test])

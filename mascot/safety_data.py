@@ -105,26 +105,34 @@ TRAIN_EXCLUDED = "crisis_train_excluded.txt"
 NEAR_CUTOFF = 0.75  # difflib ratio at which a training line counts as a paraphrase of a held-out line
 
 
-def _training_only(name: str) -> list[Example]:
-    rows = _blocks(DATA_DIR / name, MESSAGE_LABELS)
-    return [Example(text, label, cat, "train", label == MESSAGE_LABELS[0]) for label, cat, text in rows]
+def _training_only(path: Path) -> list[Example]:
+    """Every message of a block file, all in the training split."""
+    return [Example(text, label, cat, "train", label == MESSAGE_LABELS[0]) for label, cat, text in _blocks(path, MESSAGE_LABELS)]
+
+
+def _test_only(path: Path) -> list[Example]:
+    """Every message of a held-out block file, all in the test split; a repeated line is refused."""
+    rows = _blocks(path, MESSAGE_LABELS)
+    texts = [t for _, _, t in rows]
+    if len(set(texts)) != len(texts):
+        raise ConfigError(f"{path}: a line appears twice; each held-out message must be unique.")
+    return [Example(text, label, cat, "test", label == MESSAGE_LABELS[0]) for label, cat, text in rows]
 
 
 def load_train_extra(path: Path | None = None) -> list[Example]:
     """The round-2 training messages: all training-only (a test checks they overlap no held-out line)."""
-    rows = _blocks(path or DATA_DIR / TRAIN_EXTRA, MESSAGE_LABELS)
-    return [Example(text, label, cat, "train", label == MESSAGE_LABELS[0]) for label, cat, text in rows]
+    return _training_only(path or DATA_DIR / TRAIN_EXTRA)
 
 
 def load_train_extra3() -> list[Example]:
     """The round-3 training messages (farewells, plans, self-harm, passive ideation, lethal questions, means,
     and the hard negatives that resemble them): all training-only."""
-    return _training_only(TRAIN_EXTRA3)
+    return _training_only(DATA_DIR / TRAIN_EXTRA3)
 
 
 def load_retired_v2() -> list[Example]:
     """The v2 held-out lines as round-3 training lines: v2 measured the round-2 model once and was retired."""
-    return _training_only(HELDOUT_V2)
+    return _training_only(DATA_DIR / HELDOUT_V2)
 
 
 def load_excluded() -> set[str]:
@@ -135,8 +143,9 @@ def load_excluded() -> set[str]:
     return {ln.strip() for ln in path.read_text(encoding="utf-8").splitlines() if ln.strip() and not ln.startswith("#")}
 
 
-def normalise(text: str) -> str:
-    """Lowercase, punctuation dropped, spaces collapsed: the form near-duplicates are compared in."""
+def _comparable(text: str) -> str:
+    """Lowercase, punctuation dropped, spaces collapsed: the form near-duplicates are compared in (not
+    `safety_patterns.normalise`, which keeps punctuation for the patterns)."""
     return re.sub(r"\s+", " ", re.sub(r"[^\w\s]", "", text.lower())).strip()
 
 
@@ -149,23 +158,18 @@ def near_held_out(examples: Iterable[Example], cutoff: float = NEAR_CUTOFF) -> l
     """Texts of `examples` within a difflib similarity of `cutoff` of a held-out line (slow: seconds per hundred)."""
     import difflib
 
-    held = [normalise(e.text) for e in held_out_messages()]
-    return [e.text for e in examples if difflib.get_close_matches(normalise(e.text), held, n=1, cutoff=cutoff)]
+    held = [_comparable(e.text) for e in held_out_messages()]
+    return [e.text for e in examples if difflib.get_close_matches(_comparable(e.text), held, n=1, cutoff=cutoff)]
 
 
 def load_heldout_v2(path: Path | None = None) -> list[Example]:
-    """The fresh held-out messages (v2): all test-only, never used for training or threshold choice."""
-    path = path or DATA_DIR / HELDOUT_V2
-    rows = _blocks(path, MESSAGE_LABELS)
-    texts = [t for _, _, t in rows]
-    if len(set(texts)) != len(texts):
-        raise ConfigError(f"{path}: a line appears twice; each held-out message must be unique.")
-    return [Example(text, label, cat, "test", label == MESSAGE_LABELS[0]) for label, cat, text in rows]
+    """The held-out messages of round 2 (v2): test-only for the models that predate round 3."""
+    return _test_only(path or DATA_DIR / HELDOUT_V2)
 
 
 def load_heldout_v3(path: Path | None = None) -> list[Example]:
     """The fresh held-out messages of round 3 (v3): all test-only, never used for training or threshold choice."""
-    return load_heldout_v2(path or DATA_DIR / HELDOUT_V3)
+    return _test_only(path or DATA_DIR / HELDOUT_V3)
 
 
 def load_replies(path: Path | None = None) -> list[Example]:

@@ -23,6 +23,7 @@ import numpy as np
 from mascot.errors import ConfigError
 from mascot.models import embedding_model_dir
 from mascot.safety_data import DATA_DIR
+from mascot.safety_lexical import LexicalModel, combine
 
 log = logging.getLogger(__name__)
 
@@ -195,8 +196,6 @@ class Classifier:
         self.encoder = PeftModel.from_pretrained(base, str(root / name)).merge_and_unload().eval()
         self.weight = torch.tensor(self.meta["head"]["weight"])
         self.bias = float(self.meta["head"]["bias"])
-        from mascot.safety_lexical import LexicalModel
-
         # the message classifier averages the encoder with a character n-gram model (safety_lexical); the reply
         # classifier and models that predate it have no lexical file and score with the encoder alone
         self.lexical = LexicalModel.load(root / name)
@@ -221,8 +220,6 @@ class Classifier:
                     pooled = _mean_pool(self.encoder(**b).last_hidden_state, b["attention_mask"])
                     scores = torch.sigmoid(pooled @ self.weight + self.bias).numpy()
                 if self.lexical is not None:
-                    from mascot.safety_lexical import combine
-
                     scores = combine(scores, self.lexical.predict(todo), self.lexical_weight)
                 scores = scores.tolist()
                 if len(self._cache) + len(todo) > CACHE_SIZE:
