@@ -59,7 +59,7 @@ def test_ill_fitting_adapter_warns_and_persona_runs_prompted(tmp_path):
     warnings = engine.attach_adapters(pack)
     assert warnings and "does not fit" in warnings[0] and "prompted base model" in warnings[0]
     turns = engine.group(pack.active, "round-robin").run(__import__("mascot.dialogue").dialogue.Dialogue(), "hi")
-    assert turns[0].speaker == "Anchor" and "(base)" in turns[0].text
+    assert turns[0].speaker == "Anchor" and "[base]" in turns[0].text
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:

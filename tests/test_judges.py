@@ -147,6 +147,11 @@ def test_offline_judge_penalises_celebrating_a_loss(offline, es_pack) -> None:
     on_sad = offline.score(JudgeItem(anchor, es_pack.active, sad, cheer))
     assert json.loads(on_sad.raw)["mood_mismatch"] == 1.0
     assert json.loads(offline.score(JudgeItem(anchor, es_pack.active, happy, cheer)).raw)["mood_mismatch"] == 0.0
+    # the emotion label decides first: "out of my depth" has no distress word, but the scenario is anxious
+    anxious = Dialogue(situation="", emotion="anxious", turns=[Turn("user", "New job this week and I feel out of my depth.")])
+    assert json.loads(offline.score(JudgeItem(anchor, es_pack.active, anxious, cheer)).raw)["mood_mismatch"] == 1.0
+    proud = Dialogue(situation="", emotion="proud", turns=[Turn("user", "I passed after failing it twice!")])
+    assert json.loads(offline.score(JudgeItem(anchor, es_pack.active, proud, cheer)).raw)["mood_mismatch"] == 0.0
     caring = offline.score(JudgeItem(anchor, es_pack.active, sad, kind))
     assert caring.scores["emotion"] > on_sad.scores["emotion"] + 1 and caring.scores["empathy"] > on_sad.scores["empathy"] + 1
     assert caring.aggregate > on_sad.aggregate + 1

@@ -62,12 +62,27 @@ def test_prefill_is_not_repeated(llm):
     assert not out.startswith('{"speaker"')
 
 
+def _at_first_divergence(llm, a: str, b: str) -> tuple[list[str]]:
+    """The two replies up to and including the first token where they differ (both whole when equal)."""
+    ta, tb = llm.tokenize(a), llm.tokenize(b)
+    k = next((i for i, (x, y) in enumerate(zip(ta, tb)) if x != y), None)
+    if k is None:
+        return ([a, b],)
+
+    def piece(toks: list[int]) -> str:
+        return b"".join(llm._model.token_to_piece(t).rstrip(b"\0") for t in toks).decode("utf-8", "ignore")
+
+    return ([piece(ta[: k + 1]), piece(tb[: k + 1])],)
+
+
 def test_batched_generation_matches_one_at_a_time(llm):
     """Batched greedy decoding is as good as one-at-a-time under the single-context model.
 
-    llama.cpp's kernels round differently for other batch shapes, so a late greedy near-tie can flip ("I'm
-    sorry to hear that" vs "I'm sorry for your loss", 0.1 nats apart); exact text equality is therefore not
-    the contract. Each batched reply must score within 0.5 nats of the one-at-a-time reply for its own chat,
+    llama.cpp's kernels round differently for other batch shapes, so a greedy near-tie can flip ("I'm
+    sorry to hear that" vs "I'm sorry for your loss", 0.1 nats apart; the round-5 Anchor on the haiku chat:
+    "Konban| y" vs "Konban|ma", 0.27 nats apart in a flat distribution), after which the two replies go their
+    own ways; exact text equality is therefore not the contract. At the first token where a batched reply
+    leaves the one-at-a-time reply for its own chat, its token must score within 0.5 nats of the other one,
     which a sequence decoding on another sequence's keys and values (a reply to another chat) cannot."""
     card = {"role": "system", "content": MSG[0]["content"] + " You listen first, name the feeling, and never lecture. "
             "You keep replies to two sentences and you speak warmly, like a friend at the kitchen table."}
@@ -83,7 +98,7 @@ def test_batched_generation_matches_one_at_a_time(llm):
         single = [llm.generate([c], params, adapter=adapter)[0] for c in chats]
         assert all(b.prompt_tokens == s.prompt_tokens for b, s in zip(batched, single))
         for chat, b, s in zip(chats, batched, single):
-            mine, theirs = llm.score(chat, [b.text, s.text], params, adapter=adapter)
+            mine, theirs = llm.score(chat, *_at_first_divergence(llm, b.text, s.text), params, adapter=adapter)
             assert mine >= theirs - 0.5, (adapter, b.text, s.text, mine, theirs)
         # the probe: a reply written for another chat (the haiku) scores far lower under the driving-test chat
         own, foreign = llm.score(chats[0], [batched[0].text, batched[2].text], params, adapter=adapter)

@@ -35,6 +35,9 @@ def conv(text: str) -> list[dict[str, str]]:
         ("User: thanks, that helps me a lot today.", False, "speaker tag"),
         ("As an AI, I cannot feel it, but that sounds hard.", False, "meta-talk"),
         ("<think>be kind</think> That sounds really hard for you.", False, "meta-talk"),
+        ("(sighing) Ah, that sounds like a really lonely stretch for you.", False, "stage direction"),
+        ("That sounds lonely. (Reflective pause) What part of the evening is hardest?", False, "stage direction"),
+        ("Talking to someone (a friend, or a counsellor) could ease the evenings a little.", True, None),
         ("That sounds hard.\nWhat part of the evening is hardest?", False, "several lines"),
         ("It sounds like the evenings have been really", False, "unfinished"),
         ("So sorry.", False, "too short"),
@@ -104,7 +107,7 @@ def test_composite_reward_matches_paper_weights(es_pack: PersonaPack) -> None:
 
 
 def test_registry_names_and_errors(es_pack: PersonaPack) -> None:
-    assert set(REWARDS) == {"persona_rm", "format", "judge"}
+    assert set(REWARDS) == {"persona_rm", "format", "judge", "mood"}
     ctx = RewardContext(personas=es_pack.active, roster=es_pack.active)
     with pytest.raises(ConfigError, match="Valid reward names"):
         get_reward_funcs(["nope"], ctx)
@@ -145,6 +148,21 @@ def test_judge_reward_is_z_scored_per_group_and_skips_invalid(es_pack: PersonaPa
             persona=["Anchor"] * 5, context=[c1, c1, c1, c2, c2], log_metric=logged.__setitem__)
     assert out[:2] == pytest.approx([-1.0, 1.0]) and out[2] is None and out[3:] == pytest.approx([-1.0, 1.0])
     assert logged["judge/raw_mean"] == pytest.approx((2 + 4 + 1 + 3) / 4) and f.__name__ == "judge_reward"
+
+
+def test_mood_reward_penalises_celebrating_distress_only(es_pack: PersonaPack) -> None:
+    """Round 5 of issue 11: -1 for cheering a negative-labelled (or distress-worded) message, 0 otherwise."""
+    import json as _json
+
+    from mascot.dialogue import Dialogue, Turn
+
+    (f,) = get_reward_funcs(["mood"], RewardContext(personas=es_pack.active, roster=es_pack.active))
+    anxious = _json.dumps(Dialogue([Turn("user", "I started a new job and I feel out of my depth.")], emotion="anxious").to_dict())
+    proud = _json.dumps(Dialogue([Turn("user", "I passed my exam after failing it twice!")], emotion="proud").to_dict())
+    unlabeled = _json.dumps(Dialogue([Turn("user", "My dog died yesterday.")]).to_dict())
+    cheer, kind = conv("How exciting! What a wonderful step for you."), conv("That sounds like a lot to carry right now.")
+    out = f([cheer, kind, cheer, cheer], persona=["Anchor"] * 4, context=[anxious, anxious, proud, unlabeled])
+    assert out == [-1.0, 0.0, 0.0, -1.0] and f.__name__ == "mood_reward"
 
 
 def test_trim_to_sentence_finishes_cut_off_targets() -> None:

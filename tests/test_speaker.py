@@ -1,6 +1,6 @@
 from mascot.prompts import speaker_messages
 from mascot.dialogue import Dialogue, Directive, Turn, USER
-from mascot.speaker import clean_reply, has_meta_talk
+from mascot.speaker import clean_reply, has_meta_talk, has_stage_direction
 
 
 def test_clean_strips_own_tag_and_cuts_other_speakers(es_pack):
@@ -18,6 +18,19 @@ def test_clean_bounds_length_at_sentence(es_pack):
     text = "This is a sentence. " * 60
     out = clean_reply(text, anchor, es_pack.active, max_chars=200)
     assert len(out) <= 200 and out.endswith(".")
+
+
+def test_stage_directions_are_found_and_removed(es_pack):
+    """Trained 135M speakers narrate themselves ("(sighing) Ah, alright."); the chat shows the words only."""
+    anchor, roster = es_pack.get("Anchor"), es_pack.active
+    assert clean_reply("(sighing) Ah, alright. That sounds heavy.", anchor, roster) == "Ah, alright. That sounds heavy."
+    assert clean_reply("What happened? (Reflective pause) You know, I hear you.", anchor, roster) == \
+        "What happened? You know, I hear you."
+    assert clean_reply("(The user explains why they're sad about losing their pet) I'm so sorry.", anchor, roster) == "I'm so sorry."
+    kept = "Talking to someone (a friend, or a counsellor) could help."
+    assert clean_reply(kept, anchor, roster) == kept and not has_stage_direction(kept)
+    assert has_stage_direction("(laughs) Sure.") and not has_stage_direction("I see (really) what you mean.")
+    assert not has_stage_direction("Try a walk. (It helps me too.) Then rest.") and not has_stage_direction("Okay. (base)")
 
 
 def test_meta_talk():

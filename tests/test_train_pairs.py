@@ -103,6 +103,11 @@ def test_warm_start_targets_rank_by_criterion(es_pack) -> None:
     judged[0]["candidates"][0] = "That sounds really hard for you. It makes sense that you"
     (row,) = sft_rows(groups, judged, by_name, es_pack.active, trim=True)
     assert row["completion"][0]["content"] == "That sounds really hard for you."
+    # max_words: the best target short enough (after trimming) wins; none short enough keeps the best overall
+    (row,) = sft_rows(groups, judged, by_name, es_pack.active, trim=True, max_words=5)
+    assert row["completion"][0]["content"] == "I hear you, that stings."
+    (row,) = sft_rows(groups, judged, by_name, es_pack.active, trim=True, max_words=2)
+    assert row["completion"][0]["content"] == "That sounds really hard for you."
 
 
 def test_warm_start_targets_rank_by_weighted_criteria(es_pack) -> None:
@@ -192,3 +197,18 @@ def test_cross_persona_pairs_keep_only_what_the_judge_separates() -> None:
     scored = [{**anchor[0], "consistency_rejected": 2.0}, {**anchor[1], "consistency_rejected": 4.75}, {**anchor[1]}]
     kept = keep_persona_separated(scored, margin=0.5)
     assert len(kept) == 1 and kept[0]["gap"] == 3.0
+
+
+def test_grpo_curve_checks_read_first_and_last_windows() -> None:
+    """Issue 11's GRPO checks from the logged history: reward rises, final clipped ratio <= 0.2 (the last
+    window's mean reported beside it), format reward not falling."""
+    from mascot.train.speakers import curve_checks, curve_summary
+
+    hist = [{"reward": 0.1 * i, "completions/clipped_ratio": 0.5 if i < 25 else 0.0,
+             "rewards/format_reward/mean": 0.4 + 0.01 * i, "loss": 0.0} for i in range(30)]
+    checks = curve_checks(curve_summary(hist, window=10))
+    assert checks["reward_rises"] and checks["clipped_ok"] and checks["format_not_falling"]
+    assert checks["final_clipped_ratio"] == 0.0 and checks["last_window_clipped_ratio"] == 0.25
+    hist[-1]["completions/clipped_ratio"] = 0.5
+    hist[-1]["rewards/format_reward/mean"] = 0.0
+    assert not curve_checks(curve_summary(hist, window=10))["clipped_ok"]

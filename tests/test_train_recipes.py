@@ -26,7 +26,7 @@ def test_bundled_recipes_load() -> None:
     assert {"tiny-cpu", "paper-gpu"} <= set(list_recipes())
     tiny = load_recipe("tiny-cpu")
     assert tiny.model == "embedded" and tiny.judge == "offline" and tiny.k == 8 and tiny.delta == 0.5
-    assert tiny.rewards == ["persona_rm", "format", "judge"] and tiny.reward_weights == [1.0, 0.5, 1.0]
+    assert tiny.rewards == ["persona_rm", "format", "judge", "mood"] and tiny.reward_weights == [1.0, 2.0, 1.0, 1.0]
     assert tiny.rm_kind == "embedding" and tiny.rm_reward_norm == "global" and tiny.format_graded
     assert tiny.cross_persona_pairs > 0 and tiny.cross_persona_margin == 0.5 and tiny.grpo["max_steps"] >= 30
     assert tiny.sft_warm_start and tiny.sft_criterion is None and tiny.sft_trim and tiny.sft["num_train_epochs"] == 1
@@ -60,7 +60,7 @@ def test_yaml_path_and_overrides(tmp_path: Path) -> None:
         ({"k": "many"}, r"Field 'k' expects int"),
         ({"grpo.output_dir": "/x"}, r"set by the pipeline itself"),
         ({"adapter_mode": "each"}, r"Valid adapter_mode names: per-persona, shared"),
-        ({"reward_weights": "[1.0]"}, r"rewards has 3 entries but reward_weights has 1"),
+        ({"reward_weights": "[1.0]"}, r"rewards has 4 entries but reward_weights has 1"),
         ({"sft.learning_rat": "1"}, r"Unknown field 'sft.learning_rat'.*SFTConfig; similar fields: learning_rate"),
         ({"k": "1"}, r"at least 2 candidates"),
     ],

@@ -34,7 +34,7 @@ def echo_responder(messages: Messages, params: GenerationParams, adapter: str | 
     if params.prefill.startswith("{"):
         return "none\"}"  # a director call: yields the floor unless the test enqueues otherwise
     who = adapter or "base"
-    return f"({who}) I hear you about: {last[:60]}"
+    return f"[{who}] I hear you about: {last[:60]}"
 
 
 class FakeBackend(Backend):

@@ -15,7 +15,8 @@ simple text features (docs/evaluation.md has the table and its limits):
 - empathy: similarity to validating/supportive anchor lines, addressing the user, naming a
   feeling, minus dismissive phrases.
 - mood match: a reply that celebrates ("How wonderful!", "congratulations") a message reporting loss,
-  failure or distress loses 2 points of Emotion and Empathy and 1 of Relevance (`mood_mismatch`).
+  failure or distress (a negative emotion label, or a distress word when there is none; `mascot.judges.mood`)
+  loses 2 points of Emotion and Empathy and 1 of Relevance (`mood_mismatch`).
 Format checks (meta-talk, another speaker's tag, too short/long, degenerate repetition) cap scores.
 
     >>> judge = OfflineJudge(); judge.score_batch(items)[0].scores
@@ -32,9 +33,10 @@ from mascot.dialogue import Dialogue
 from mascot.judges.base import CRITERIA, Judge, JudgeItem, Verdict
 from mascot.judges.embedding import Embedder, shared_embedder
 from mascot.judges.lexicon import (
-    AFFECT_WORDS, CELEBRATION, DISMISSIVE, DISTRESS_CUES, EMOTION_ANCHORS, EMPATHY_ANCHORS, GENERIC_ASSISTANT, INTENSIFIERS,
+    AFFECT_WORDS, DISMISSIVE, EMOTION_ANCHORS, EMPATHY_ANCHORS, GENERIC_ASSISTANT, INTENSIFIERS,
     YOU_WORDS, content_words, words,
 )
+from mascot.judges.mood import mood_mismatch
 from mascot.personas import Persona
 from mascot.speaker import has_meta_talk
 
@@ -160,8 +162,7 @@ class OfflineJudge(Judge):
             "you_ratio": sum(w in YOU_WORDS for w in toks) / max(1, len(toks)),
             "names_feeling": float(any(w in AFFECT_WORDS for w in toks)),
             "dismissive": float(any(re.search(p, text, flags=re.I) for p in DISMISSIVE)),
-            "mood_mismatch": float(any(w in DISTRESS_CUES for w in words(user or ""))
-                                   and any(re.search(p, text, flags=re.I) for p in CELEBRATION)),
+            "mood_mismatch": float(mood_mismatch(item.dialogue, text)),
             "meta_talk": float(has_meta_talk(text)),
             "other_tag": float(other_speaker_tag(text, item)),
             "repetition": 1.0 - len(set(toks)) / len(toks) if len(toks) > 20 else 0.0,

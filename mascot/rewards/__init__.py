@@ -80,10 +80,29 @@ def _judge(ctx: RewardContext) -> RewardFunc:
     return judge_reward
 
 
+def _mood(ctx: RewardContext) -> RewardFunc:
+    """-1 for a reply that celebrates ("How wonderful!") a message of loss, failure or distress (a negative
+    emotion label, or a distress word when there is none: `mascot.judges.mood`), else 0. Its own component,
+    so the log shows the celebrating replies going away (`rewards/mood_reward/mean` rising toward 0)."""
+    from mascot.dialogue import Dialogue
+    from mascot.judges.mood import mood_mismatch
+    from mascot.speaker import clean_reply
+
+    by_name = {p.name: p for p in ctx.personas}
+
+    def mood_reward(completions: list[Any], persona: list[str], context: list[str], **kwargs: Any) -> list[float]:
+        return [-float(mood_mismatch(Dialogue.from_dict(json.loads(ctx_json)),
+                                     clean_reply(completion_text(c), by_name[name], ctx.roster)))
+                for c, name, ctx_json in zip(completions, persona, context)]
+
+    return mood_reward
+
+
 REWARDS: dict[str, Callable[[RewardContext], RewardFunc]] = {
     "persona_rm": _persona_rm,
     "format": _format,
     "judge": _judge,
+    "mood": _mood,
 }
 
 

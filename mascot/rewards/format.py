@@ -19,7 +19,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from mascot.speaker import _FINISHED, count_words, has_meta_talk, is_finished, trim_to_sentence  # noqa: F401 (re-exported)
+from mascot.speaker import (  # noqa: F401 (re-exported)
+    _FINISHED, count_words, has_meta_talk, has_stage_direction, is_finished, trim_to_sentence,
+)
 
 GENERIC_TAGS = ("User", "Assistant", "Director", "System", "AI")
 
@@ -43,7 +45,7 @@ class FormatResult:
 
     @property
     def score(self) -> float:
-        """The graded format reward: 0 for a hard problem (tag, meta-talk, several lines, unfinished,
+        """The graded format reward: 0 for a hard problem (tag, meta-talk, a stage direction, several lines, unfinished,
         empty), else the length score, so a reply a few words outside the band still beats a cut-off one."""
         hard = [p for p in self.problems if p not in ("too short", "too long")]
         return 0.0 if hard else round(self.length_score, 4)
@@ -72,6 +74,8 @@ class FormatChecker:
             problems.append("speaker tag")
         if "<think>" in stripped or "</think>" in stripped or has_meta_talk(stripped):
             problems.append("meta-talk")
+        if has_stage_direction(stripped):
+            problems.append("stage direction")
         if "\n" in stripped:
             problems.append("several lines")
         if self.require_finished and not _FINISHED.search(stripped):

@@ -184,6 +184,11 @@ class Stage1Config:
                   "aggregate) instead of by the aggregate."},
     )
 
+    sft_max_words: int | None = field(
+        default=None,
+        metadata={"help": "Warm start: the best-ranked target among candidates of at most this many words (after "
+                  "trimming), when a context has one; keeps the learned length clear of the GRPO token budget."},
+    )
     sft_rank_weights: dict[str, float] | None = field(
         default=None,
         metadata={"help": "Warm start: rank candidates by this weighted mean of judge criteria (e.g. {relevance: 2, "
@@ -219,6 +224,8 @@ class Stage1Config:
             )
         if not 0 <= self.rm_eval_fraction < 1:
             raise ConfigError(f"rm_eval_fraction={self.rm_eval_fraction} must be in [0, 1).")
+        if self.sft_max_words is not None and self.sft_max_words < 1:
+            raise ConfigError(f"sft_max_words={self.sft_max_words} must be >= 1 (or null for no limit).")
         if self.sft_rank_weights is not None and any(w < 0 for w in self.sft_rank_weights.values()):
             raise ConfigError(f"sft_rank_weights={self.sft_rank_weights}: weights must be >= 0.")
         if self.format_min_words > self.format_max_words:

@@ -193,14 +193,16 @@ def rank_score(aggregate: float, criteria: dict[str, float] | None, criterion: s
 def sft_rows(groups: Sequence[dict[str, Any]], judged: Sequence[dict[str, Any]], personas_by_name: dict[str, Persona],
              roster: Sequence[Persona], persona: str | None = None, min_score: float = 0.0,
              criterion: str | None = None, trim: bool = False, max_examples: int | None = None,
-             weights: dict[str, float] | None = None) -> list[dict[str, Any]]:
+             weights: dict[str, float] | None = None, max_words: int | None = None) -> list[dict[str, Any]]:
     """Warm-start examples: per group (context), the best-judged non-empty candidate in prompt-completion
     format with the same speaker prompt as GRPO and the chat. Ranked by the aggregate, by one criterion
     (ties broken by the aggregate), or by a weighted mean of the criteria (`weights`, e.g. relevance counted
     twice so that best-of-K targets do not trade the user's topic for persona phrasing); groups whose best
     ranking score is below `min_score` are skipped.
     With `trim`, targets cut off by the token budget are trimmed to their last finished sentence, so the
-    adapter learns to end its message (the chat template's end-of-turn token follows the target)."""
+    adapter learns to end its message (the chat template's end-of-turn token follows the target). With
+    `max_words`, the best-ranked candidate of at most that many words (after trimming) is the target when the
+    context has one (else the best overall), so the warm start does not teach replies that fill the budget."""
     scores = {j["group_id"]: j for j in judged}
     rows = []
     for g in groups:
@@ -208,15 +210,18 @@ def sft_rows(groups: Sequence[dict[str, Any]], judged: Sequence[dict[str, Any]],
             continue
         j = scores[g["group_id"]]
         crit = j.get("criteria") or [None] * len(j["scores"])
-        ranked = sorted(((rank_score(s, c, criterion, weights), s, t)
+        ranked = sorted(((rank_score(s, c, criterion, weights), s, trim_to_sentence(t) if trim else t)
                          for s, c, t in zip(j["scores"], crit, j["candidates"]) if s is not None and t.strip()),
                         key=lambda x: (x[0], x[1]), reverse=True)
+        if max_words is not None:
+            short = [r for r in ranked if len(r[2].split()) <= max_words]
+            ranked = short or ranked
         if not ranked or ranked[0][0] < min_score:
             continue
         p = personas_by_name[g["persona"]]
         directive = Directive(**g["directive"]) if g.get("directive") else None
         rows.append({"prompt": speaker_messages(p, list(roster), Dialogue.from_dict(g["context"]), directive),
-                     "completion": [{"role": "assistant", "content": trim_to_sentence(ranked[0][2]) if trim else ranked[0][2]}],
+                     "completion": [{"role": "assistant", "content": ranked[0][2]}],
                      "score": ranked[0][1], "rank": ranked[0][0]})
     if max_examples is not None and len(rows) > max_examples:  # the best-ranked targets (stable order)
         keep = set(sorted(range(len(rows)), key=lambda i: (-rows[i]["rank"], -rows[i]["score"], i))[:max_examples])

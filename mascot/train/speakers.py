@@ -21,7 +21,7 @@ from mascot.train.modeling import base_display_name, load_tokenizer, num_layers,
 from mascot.train.progress import ProgressLog, make_trainer_callback
 
 CURVE_KEYS = ("reward", "reward_std", "rewards/persona_rm/mean", "rewards/format_reward/mean",
-              "rewards/judge_reward/mean", "persona_rm/raw_mean", "judge/raw_mean", "loss", "completions/mean_length",
+              "rewards/judge_reward/mean", "rewards/mood_reward/mean", "persona_rm/raw_mean", "judge/raw_mean", "loss", "completions/mean_length",
               "completions/clipped_ratio", "kl", "entropy")
 
 
@@ -51,6 +51,9 @@ def curve_checks(summary: dict[str, Any]) -> dict[str, Any]:
     if c:
         out["final_clipped_ratio"] = c.get("final")
         out["clipped_ok"] = c.get("final") is not None and c["final"] <= 0.2
+        # the last step holds only num_generations completions (4 on CPU: 0, 0.25, 0.5, ...); the last window's
+        # mean is the steadier reading, reported beside the check
+        out["last_window_clipped_ratio"] = c.get("last")
     f = summary.get("rewards/format_reward/mean")
     if f:
         out["format_not_falling"] = f["last"] >= f["first"]
@@ -69,7 +72,7 @@ def plot_curves(curve: list[dict[str, Any]], target: Path, title: str) -> Path |
     steps = [c.get("step") or i + 1 for i, c in enumerate(curve)]
     panels = [("total reward", ["reward"]),
               ("reward components (weighted inputs)", ["rewards/persona_rm/mean", "rewards/format_reward/mean",
-                                                       "rewards/judge_reward/mean"]),
+                                                       "rewards/judge_reward/mean", "rewards/mood_reward/mean"]),
               ("raw scores", ["persona_rm/raw_mean", "judge/raw_mean"]),
               ("completions", ["completions/clipped_ratio", "completions/mean_length"])]
     fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.2))

@@ -258,7 +258,8 @@ def step_grpo(run: Run) -> dict[str, Any]:
             continue
         rows = [r for p in personas for r in grpo_rows(groups, run.by_name, run.roster, p.name, cfg.grpo_max_prompts, cfg.seed)]
         warm = [r for p in personas for r in sft_rows(groups, judged, run.by_name, run.roster, p.name, cfg.sft_min_score, cfg.sft_criterion,
-                                                   cfg.sft_trim, cfg.sft_max_examples, cfg.sft_rank_weights)] \
+                                                   cfg.sft_trim, cfg.sft_max_examples, cfg.sft_rank_weights,
+                                                   cfg.sft_max_words)] \
             if cfg.sft_warm_start else None
         run.progress.event(sub, "started", 0, cfg.max_steps or cfg.grpo.get("max_steps"),
                            {"prompts": len(rows), "warm_start_examples": len(warm) if warm is not None else None})
