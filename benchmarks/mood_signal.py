@@ -17,12 +17,12 @@ import argparse
 import json
 from pathlib import Path
 
-from mascot.data import load_scenarios
 import numpy as np
 
+from mascot.data import load_scenarios
 from mascot.dialogue import USER
 from mascot.judges.embedding import shared_embedder
-from mascot.judges.lexicon import DISTRESS_CUES, words
+from mascot.judges.mood import has_distress_words as by_words
 from mascot.stats import wilson_interval
 
 SETS = ("bundled:ed", "empathetic_dialogues:mascot/data/fresh", "empathetic_dialogues:mascot/data/fresh2")
@@ -88,9 +88,6 @@ def main() -> None:
     def margin(text: str) -> float:
         v = emb.encode([text])[0]
         return float(np.sort(bad @ v)[-TOP_K:].mean() - np.sort(good @ v)[-TOP_K:].mean())
-
-    def by_words(text: str) -> bool:
-        return any(w in DISTRESS_CUES for w in words(text))
 
     rows = []
     for spec in SETS:

@@ -62,17 +62,17 @@ def test_prefill_is_not_repeated(llm):
     assert not out.startswith('{"speaker"')
 
 
-def _at_first_divergence(llm, a: str, b: str) -> tuple[list[str]]:
+def _at_first_divergence(llm, a: str, b: str) -> list[str]:
     """The two replies up to and including the first token where they differ (both whole when equal)."""
     ta, tb = llm.tokenize(a), llm.tokenize(b)
     k = next((i for i, (x, y) in enumerate(zip(ta, tb)) if x != y), None)
     if k is None:
-        return ([a, b],)
+        return [a, b]
 
     def piece(toks: list[int]) -> str:
         return b"".join(llm._model.token_to_piece(t).rstrip(b"\0") for t in toks).decode("utf-8", "ignore")
 
-    return ([piece(ta[: k + 1]), piece(tb[: k + 1])],)
+    return [piece(ta[: k + 1]), piece(tb[: k + 1])]
 
 
 def test_batched_generation_matches_one_at_a_time(llm):
@@ -98,7 +98,7 @@ def test_batched_generation_matches_one_at_a_time(llm):
         single = [llm.generate([c], params, adapter=adapter)[0] for c in chats]
         assert all(b.prompt_tokens == s.prompt_tokens for b, s in zip(batched, single))
         for chat, b, s in zip(chats, batched, single):
-            mine, theirs = llm.score(chat, *_at_first_divergence(llm, b.text, s.text), params, adapter=adapter)
+            mine, theirs = llm.score(chat, _at_first_divergence(llm, b.text, s.text), params, adapter=adapter)
             assert mine >= theirs - 0.5, (adapter, b.text, s.text, mine, theirs)
         # the probe: a reply written for another chat (the haiku) scores far lower under the driving-test chat
         own, foreign = llm.score(chats[0], [batched[0].text, batched[2].text], params, adapter=adapter)

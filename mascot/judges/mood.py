@@ -34,6 +34,11 @@ def celebrates(text: str) -> bool:
     return bool(_CELEBRATE.search(text or ""))
 
 
+def has_distress_words(text: str) -> bool:
+    """The text holds a word of `DISTRESS_CUES` ("died", "lonely", "failed", ...)."""
+    return any(w in DISTRESS_CUES for w in words(text or ""))
+
+
 def distress_reading(dialogue: Dialogue) -> str:
     """Why the user's side reads as distress: 'emotion' (a negative label), 'words', or '' (it does not)."""
     valence = valence_of(dialogue.emotion or "")
@@ -42,7 +47,7 @@ def distress_reading(dialogue: Dialogue) -> str:
     if valence == "positive":
         return ""
     user = dialogue.last_user_text() or dialogue.situation
-    return "words" if any(w in DISTRESS_CUES for w in words(user)) else ""
+    return "words" if has_distress_words(user) else ""
 
 
 def mood_mismatch(dialogue: Dialogue, reply: str) -> bool:

@@ -51,25 +51,36 @@ def _format(ctx: RewardContext) -> RewardFunc:
     return make_format_reward(names, ctx.min_words, ctx.max_words, aliases, graded=ctx.format_graded)
 
 
+def _replies(ctx: RewardContext) -> Callable[[list[Any], list[str], list[str]], list[tuple[Persona, Any, str]]]:
+    """(persona, dialogue before the reply, cleaned reply) for each completion of a GRPO batch: what the
+    judge and mood rewards read, from TRL's completions and the `persona` and `context` dataset columns."""
+    from mascot.dialogue import Dialogue
+    from mascot.speaker import clean_reply
+
+    by_name = {p.name: p for p in ctx.personas}
+
+    def read(completions: list[Any], persona: list[str], context: list[str]) -> list[tuple[Persona, Any, str]]:
+        return [(by_name[name], Dialogue.from_dict(json.loads(ctx_json)),
+                 clean_reply(completion_text(c), by_name[name], ctx.roster))
+                for c, name, ctx_json in zip(completions, persona, context)]
+
+    return read
+
+
 def _judge(ctx: RewardContext) -> RewardFunc:
     """The judge's aggregate (1-5) z-scored within each group, like `persona_rm` (so the two have the same
     scale under `reward_weights`); invalid verdicts give None (ignored by TRL). The raw aggregate is logged
     as `judge/raw_mean`. RLAIF without the reward-model distillation: useful when the RM is data-starved."""
     if ctx.judge is None:
         raise ConfigError("The 'judge' reward needs a judge (set `judge:` in the recipe).")
-    from mascot.dialogue import Dialogue
     from mascot.judges import JudgeItem
-    from mascot.speaker import clean_reply
 
-    by_name = {p.name: p for p in ctx.personas}
+    replies = _replies(ctx)
 
     def judge_reward(completions: list[Any], persona: list[str], context: list[str],
                      log_metric: Callable[[str, float], None] | None = None, **kwargs: Any) -> list[float | None]:
-        items = []
-        for c, name, ctx_json in zip(completions, persona, context):
-            p = by_name[name]
-            text = clean_reply(completion_text(c), p, ctx.roster)
-            items.append(JudgeItem(p, ctx.roster, Dialogue.from_dict(json.loads(ctx_json)), text, ctx.setting))
+        items = [JudgeItem(p, ctx.roster, dialogue, text, ctx.setting)
+                 for p, dialogue, text in replies(completions, persona, context)]
         raw = [v.aggregate if v.valid else math.nan for v in ctx.judge.score_batch(items)]
         valid = [r for r in raw if not math.isnan(r)]
         if log_metric is not None and valid:
@@ -84,16 +95,12 @@ def _mood(ctx: RewardContext) -> RewardFunc:
     """-1 for a reply that celebrates ("How wonderful!") a message of loss, failure or distress (a negative
     emotion label, or a distress word when there is none: `mascot.judges.mood`), else 0. Its own component,
     so the log shows the celebrating replies going away (`rewards/mood_reward/mean` rising toward 0)."""
-    from mascot.dialogue import Dialogue
     from mascot.judges.mood import mood_mismatch
-    from mascot.speaker import clean_reply
 
-    by_name = {p.name: p for p in ctx.personas}
+    replies = _replies(ctx)
 
     def mood_reward(completions: list[Any], persona: list[str], context: list[str], **kwargs: Any) -> list[float]:
-        return [-float(mood_mismatch(Dialogue.from_dict(json.loads(ctx_json)),
-                                     clean_reply(completion_text(c), by_name[name], ctx.roster)))
-                for c, name, ctx_json in zip(completions, persona, context)]
+        return [-float(mood_mismatch(dialogue, text)) for _, dialogue, text in replies(completions, persona, context)]
 
     return mood_reward
 

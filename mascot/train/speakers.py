@@ -21,8 +21,8 @@ from mascot.train.modeling import base_display_name, load_tokenizer, num_layers,
 from mascot.train.progress import ProgressLog, make_trainer_callback
 
 CURVE_KEYS = ("reward", "reward_std", "rewards/persona_rm/mean", "rewards/format_reward/mean",
-              "rewards/judge_reward/mean", "rewards/mood_reward/mean", "persona_rm/raw_mean", "judge/raw_mean", "loss", "completions/mean_length",
-              "completions/clipped_ratio", "kl", "entropy")
+              "rewards/judge_reward/mean", "rewards/mood_reward/mean", "persona_rm/raw_mean", "judge/raw_mean", "loss",
+              "completions/mean_length", "completions/clipped_ratio", "kl", "entropy")
 
 
 def curve_summary(history: list[dict[str, Any]], window: int = 10) -> dict[str, Any]:
