@@ -1,7 +1,7 @@
 """CPU chat speed, side by side in one run (issue 8): plain llama-cpp-python (no adapter, the reference),
-the project's llamacpp backend with the persona adapters switching every turn (its default Q8_0 weights,
-re-encoded once from the embedded Q4_1 file, and `llamacpp-native` serving the Q4_1 file as it is), and the
-transformers bf16 backend. Each runs in its own process (own OpenMP runtime and peak RSS), on the same prompts.
+the project's llamacpp backend with the persona adapters switching every turn (its default: Q8_0 weights,
+re-encoded once from the embedded Q4_1 file, for prompts and batches, and the file's Q4_1 weights for decoding a
+single reply; `llamacpp-q8_0` and `llamacpp-native` serve one format throughout), and the transformers bf16 backend. Each runs in its own process (own OpenMP runtime and peak RSS), on the same prompts.
 
 Reported per engine:
 - first token: user message -> first streamed speaker token, the LLM director's decision included;
@@ -68,9 +68,11 @@ def load(kind: str, threads: int | None) -> tuple[Any, Any]:
     from mascot.engine import Engine, EngineConfig
     from mascot.personas import load_pack
 
-    weights = kind.split("-", 1)[1] if kind.startswith("llamacpp-") else None  # llamacpp-native, llamacpp-q5_1, ...
+    # llamacpp: the defaults (Q8_0 prompts, single replies decoding on the file's Q4_1); llamacpp-W: W throughout
+    weights = kind.split("-", 1)[1] if kind.startswith("llamacpp-") else None  # llamacpp-native, llamacpp-q8_0, ...
     kind = "llamacpp" if weights else kind
-    backend = load_backend(kind, model="embedded", dtype="bfloat16", device="cpu", threads=threads, weights=weights)
+    backend = load_backend(kind, model="embedded", dtype="bfloat16", device="cpu", threads=threads, weights=weights,
+                           decode_weights="same" if weights else None)
     engine = Engine(EngineConfig(backend=kind), backend, run_dir=find_run(str(ROOT / "checkpoints")))
     warnings = engine.attach_adapters(load_pack("emotional-support"))
     if warnings:
@@ -184,6 +186,8 @@ def measure(kind: str, rounds: int, mode: str, threads: int | None) -> dict[str,
         row["calibration_steps_per_s"] = getattr(obj, "calibration", {})
     row["adapters"] = len(getattr(obj, "adapters", {}))
     row["weights"] = getattr(obj, "weights", "Q4_1 file" if kind == "plain" else "bf16")
+    if getattr(obj, "decode_weights", row["weights"]) != row["weights"]:
+        row["weights"] += f", single replies decode on {obj.decode_weights}"
     row["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return row
 
@@ -205,7 +209,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rounds", type=int, default=3, help="measured group turns per engine")
     ap.add_argument("--mode", default="prompted", help="director mode for group turns (an LLM director)")
-    ap.add_argument("--engines", default="llamacpp,plain,llamacpp-native,transformers")
+    ap.add_argument("--engines", default="llamacpp,plain,llamacpp-q8_0,llamacpp-native,transformers")
     ap.add_argument("--threads", type=int, default=None, help="llama.cpp decode threads (default: calibrated)")
     ap.add_argument("--only", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--out", default=None, help=argparse.SUPPRESS)

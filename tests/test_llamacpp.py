@@ -201,6 +201,51 @@ def test_q8_0_weights_keep_the_models_predictions(llm):
     assert LlamaCppBackend("embedded", n_ctx=1024, n_seq=1).path == llm.path  # converted once, then reused
 
 
+def test_single_replies_decode_on_the_files_weights_after_a_q8_0_prompt(llm):
+    """By default a single reply's prompt is decoded on Q8_0 and its keys and values handed to a second model on
+    the file's Q4_1 weights, which decodes the rest: the handed-over cache predicts like a Q4_1 prefill, with or
+    without an adapter (set on the decoder too)."""
+    assert llm.decode_weights == "native" and llm._decoder is not None
+    native = LlamaCppBackend("embedded", n_ctx=1024, n_seq=1, weights="native")
+    prompt = llm.tokenize(llm.render(MSG))
+    for adapter in (None, "speaker-anchor"):
+        if adapter:
+            native.add_adapter(adapter, llm.adapters[adapter])
+        llm._activate(adapter)
+        llm._forget_slots()
+        llm._decode([(t, p, 2, False) for p, t in enumerate(prompt)])
+        dctx = llm._hand_over(2)
+        assert dctx is not None
+        llm._activate(adapter, dctx)
+        llm._decode([(prompt[-1], len(prompt), 0, True)], ctx=dctx)
+        handed = llm._logits(0, dctx).copy()
+        native._activate(adapter)
+        native._forget_slots()
+        native._decode([(t, p, 0, p == len(prompt)) for p, t in enumerate([*prompt, prompt[-1]])])
+        ref = native._logits(len(prompt)).copy()
+        assert np.corrcoef(handed, ref)[0, 1] >= 0.995 and handed.argmax() == ref.argmax()
+    llm._forget_slots()
+    assert "decoding native" in llm.info().model
+    out = llm.generate([MSG], GREEDY, adapter="speaker-anchor")[0]
+    assert out.completion_tokens == GREEDY.max_new_tokens and out.text
+
+
+def test_refused_hand_over_falls_back_to_the_main_weights(strong, monkeypatch):
+    """If llama.cpp refuses the rewritten state, the reply is still generated (on the Q8_0 weights) and later
+    replies stop trying the decoder."""
+    backend = LlamaCppBackend("embedded", n_ctx=1024, n_seq=2)
+    backend.add_adapter("speaker-anchor", str(strong["anchor"]))
+    want = backend.generate([MSG], GREEDY, adapter="speaker-anchor")[0]
+    monkeypatch.setattr(backend.ll, "llama_state_seq_set_data", lambda *a: 0)
+    got = backend.generate([MSG], GREEDY, adapter="speaker-anchor")[0]
+    assert got.completion_tokens == want.completion_tokens and got.text
+    assert backend._decoder is None and backend.decode_weights == "q8_0"
+    same = LlamaCppBackend("embedded", n_ctx=1024, n_seq=1, decode_weights="same")
+    assert same._decoder is None and same.decode_weights == "q8_0"
+    with pytest.raises(BackendError, match="same, native, q8_0, f32"):
+        LlamaCppBackend("embedded", n_ctx=1024, n_seq=1, decode_weights="q2_k")
+
+
 def test_unknown_weight_format_names_the_valid_ones():
     with pytest.raises(BackendError, match="native, q8_0, f32"):
         LlamaCppBackend("embedded", weights="q2_k")

@@ -9,6 +9,9 @@ switched per call. The default for chat, evaluation and frozen-speaker rollouts 
   - batch (`generate` of several chats): one unified pool of KV cells, cleared per call; the chats' shared
     prefix (the persona card) is decoded once and tagged to every sequence, up to `batch_seqs` sequences
     decode together, and a finished one hands its slot to the next chat (continuous batching);
+  - decoder (`MASCOT_LLAMACPP_DECODE_WEIGHTS`, default `native`): a second model on the file's own Q4_1
+    weights with one stream; a single reply's prompt is decoded on the main (Q8_0) weights, which prefill
+    faster, and its keys and values are handed over to this one, which decodes one token at a time faster;
   - scoring (`score`): unified too; the prompt is decoded once and every continuation in its own sequence,
     all in one decode call, and the prompt stays cached for the next call under the same adapter.
   Adapters are set per context, so switching one context's adapter never touches another's cache.
@@ -50,6 +53,11 @@ log = logging.getLogger(__name__)
 # How the GGUF's weights are served: `q8_0` re-encodes low-bit (Q4/Q5) weights once to Q8_0, whose CPU
 # kernels prefill about 2x faster here; `native` serves the file as it is (see mascot/backends/gguf_recode.py).
 LLAMACPP_WEIGHTS = os.environ.get("MASCOT_LLAMACPP_WEIGHTS", "q8_0")
+# The weights a streamed single reply decodes on after its prompt: Q8_0 prefills faster, but one token at a
+# time the file's own Q4_1 weights decode faster (less memory per token: about 96 vs 82 tokens/s here). With
+# `native` a second model on the file's weights takes over each single reply after the prompt, its keys and
+# values copied over (`llama_state_seq_*`); batches and scoring stay on the main weights. `same`: no second model.
+LLAMACPP_DECODE_WEIGHTS = os.environ.get("MASCOT_LLAMACPP_DECODE_WEIGHTS", "native")
 
 # "" = leave the variable unset while llama.cpp's OpenMP runtime initialises (libgomp's default:
 # spin briefly, then sleep). Measured in benchmarks/llamacpp_speed.py --omp-sweep.
@@ -145,7 +153,8 @@ class LlamaCppBackend(Backend):
     kind = "llamacpp"
 
     def __init__(self, model: str = "embedded", n_ctx: int = 2048, n_seq: int = 8, threads: int | None = None,
-                 n_batch: int = 512, weights: str | None = None, batch_seqs: int = 16, batch_cells: int = 8192) -> None:
+                 n_batch: int = 512, weights: str | None = None, batch_seqs: int = 16, batch_cells: int = 8192,
+                 decode_weights: str | None = None) -> None:
         super().__init__()
         self.ll = import_llama_cpp()
         from llama_cpp import _internals
@@ -191,7 +200,10 @@ class LlamaCppBackend(Backend):
         self.ctx = self._ctx.ctx
         self.mem = self._ctx.memory
         self._batch = self.ll.llama_batch_init(n_batch, 0, 1)
+        self._decoder: Any = None  # (model, context, its pointer, its memory) for single-reply decoding
+        self.decode_weights = self._load_decoder(decode_weights or LLAMACPP_DECODE_WEIGHTS)
         self._lora: dict[str, Any] = {}
+        self._dlora: dict[str, Any] = {}  # the same adapters loaded against the decoder's model
         self._gguf_adapters: dict[str, str] = {}
         self._active: dict[int, str | None] = {}  # context address -> adapter set on it ("" = not set yet)
         # the unified-KV scoring and batch contexts, made on first use, and the prompt prefix each keeps (by adapter)
@@ -206,6 +218,64 @@ class LlamaCppBackend(Backend):
         self.calibration: dict[int, float] = {}
         if threads is None and self.cores > 1:
             self._calibrate_threads()
+
+    def _load_decoder(self, decode_weights: str) -> str:
+        """Load the second model and its one-sequence context that single replies decode on (see
+        LLAMACPP_DECODE_WEIGHTS); returns the weights single replies decode on."""
+        from llama_cpp import _internals
+
+        if decode_weights == "same":
+            return self.weights
+        from mascot.backends.gguf_recode import TARGETS
+
+        if decode_weights not in TARGETS:
+            raise BackendError(f"Unknown llama.cpp decode weights {decode_weights!r}; valid: same, {', '.join(TARGETS)} "
+                               "(MASCOT_LLAMACPP_DECODE_WEIGHTS).")
+        path = recode_gguf(self.source, decode_weights)
+        if path == self.path:
+            return self.weights
+        model = _internals.LlamaModel(path_model=str(path), params=self.ll.llama_model_default_params(), verbose=False)
+        cparams = self.ll.llama_context_default_params()
+        cparams.n_ctx = self.n_ctx_seq
+        cparams.n_batch = cparams.n_ubatch = self.n_batch
+        cparams.n_seq_max = 1
+        cparams.n_threads = cparams.n_threads_batch = self.threads
+        cparams.no_perf = True
+        ctx = _internals.LlamaContext(model=model, params=cparams, verbose=False)
+        self._decoder = (model, ctx, ctx.ctx, ctx.memory)
+        self._state = (ctypes.c_uint8 * 0)()
+        return decode_weights
+
+    def _hand_over(self, seq_id: int) -> Any | None:
+        """Copy sequence `seq_id`'s keys and values (the prompt, decoded on the main weights) into the decoder's
+        sequence 0; returns the decoder's context, or None (and stops using the decoder) if llama.cpp refuses.
+
+        Both models share one architecture, so the cells match, but llama.cpp writes a sequence's state with
+        the writer's stream count (`n_seq` streams here, only one of them filled) and refuses it in a context
+        with another count. Keeping `n_seq` streams in the decoder would cost about 360 MB of cleared KV
+        cells, so the state is rewritten to one stream: `magic, seq_id, n_stream`, then one cell count per
+        stream (0 for the empty ones) with the filled stream's cells after its count (checked here)."""
+        _, _, dctx, dmem = self._decoder
+        size = self.ll.llama_state_seq_get_size(self.ctx, seq_id)
+        if len(self._state) < size:
+            self._state = (ctypes.c_uint8 * size)()
+        n = self.ll.llama_state_seq_get_data(self.ctx, self._state, size, seq_id)
+        raw = memoryview(self._state)[:n]
+        head = np.frombuffer(raw[:12 + 4 * self.n_seq], dtype="<u4") if n >= 12 + 4 * self.n_seq else np.zeros(0)
+        tail = np.frombuffer(raw[n - 4 * (self.n_seq - 1 - seq_id):], dtype="<u4") if n else np.zeros(0)
+        ok = (len(head) and head[1] == seq_id and head[2] == self.n_seq and not head[3:3 + seq_id].any()
+              and head[3 + seq_id] > 0 and not tail.any())
+        if ok:
+            blob = bytes(raw[:4]) + np.array([0, 1], dtype="<u4").tobytes() + bytes(raw[12 + 4 * seq_id:n - len(tail) * 4])
+            buf = (ctypes.c_uint8 * len(blob)).from_buffer_copy(blob)
+            self.ll.llama_memory_seq_rm(dmem, 0, -1, -1)
+            ok = self.ll.llama_state_seq_set_data(dctx, buf, len(blob), 0) == len(blob)
+        if not ok:
+            log.warning("llama.cpp's sequence state has a layout this backend does not know (llama-cpp-python %s); "
+                        "single replies now decode on the %s weights.", getattr(self.ll, "__version__", "?"), self.weights)
+            self._decoder, self.decode_weights = None, self.weights
+            return None
+        return dctx
 
     def _calibrate_threads(self, steps: int = 8, budget_s: float = 0.4) -> None:
         """Pick the faster of all cores and one thread for decoding, measured here and now.
@@ -230,6 +300,8 @@ class LlamaCppBackend(Backend):
             self.threads = max(self.calibration, key=self.calibration.__getitem__)
             # batches and prefill follow the same choice: under contention two threads collapsed there too
             self.ll.llama_set_n_threads(self.ctx, self.threads, self.threads)
+            if self._decoder is not None:
+                self.ll.llama_set_n_threads(self._decoder[2], self.threads, self.threads)
             self._forget_slots()
         log.info("llama.cpp decode threads: %d (steps/s by threads: %s)", self.threads, self.calibration)
 
@@ -258,10 +330,14 @@ class LlamaCppBackend(Backend):
             gguf_path = src
         with self._lock:
             handle = self.ll.llama_adapter_lora_init(self._model.model, str(gguf_path).encode())
-        if not handle:
+            dhandle = (self.ll.llama_adapter_lora_init(self._decoder[0].model, str(gguf_path).encode())
+                       if handle and self._decoder is not None else None)
+        if not handle or (self._decoder is not None and not dhandle):
             raise BackendError(f"Adapter {name!r}: llama.cpp refused {gguf_path} (a LoRA for another base model or "
                                "architecture, or a corrupt file). Convert it from a PEFT folder trained on this model.")
         self._lora[name] = handle
+        if dhandle:
+            self._dlora[name] = dhandle
         self._gguf_adapters[name] = str(gguf_path)
         self.adapters[name] = path
 
@@ -277,7 +353,8 @@ class LlamaCppBackend(Backend):
         if adapter is None:
             rc = self.ll.llama_set_adapters_lora(ctx, None, 0, None)
         else:
-            arr = (self.ll.llama_adapter_lora_p_ctypes * 1)(self._lora[adapter])
+            handles = self._dlora if self._decoder is not None and key == int(self._decoder[2]) else self._lora
+            arr = (self.ll.llama_adapter_lora_p_ctypes * 1)(handles[adapter])
             rc = self.ll.llama_set_adapters_lora(ctx, arr, 1, (ctypes.c_float * 1)(1.0))
         if rc != 0:
             raise BackendError(f"llama.cpp could not switch to adapter {adapter!r} (code {rc}).")
@@ -565,10 +642,20 @@ class LlamaCppBackend(Backend):
             seq_id, cached = self._slot(adapter, prompt)
             s = _Seq(seq_id, prompt, cached, self._sampler(params, params.seed, prompt))
             try:
-                for _ in self._run([s], params):
+                steps = self._run([s], params)
+                next(steps)  # the prompt, on the main weights, and the first token
+                dctx = self._hand_over(seq_id) if self._decoder is not None and not s.done else None
+                if dctx is not None:
+                    self._activate(adapter, dctx)
+                    s.seq_id, s.cached = 0, len(prompt)
+                    steps = self._run([s], params, ctx=dctx)
+                while True:
                     if stream:
                         yield s.text, len(prompt), len(s.out), s.finish
+                    if next(steps, StopIteration) is StopIteration:
+                        break
             finally:
+                s.seq_id = seq_id
                 self.ll.llama_sampler_free(s.sampler)
                 # keep the prompt's keys and values for the next call's prefix reuse (same adapter set only)
                 n = min(len(prompt), self.ll.llama_memory_seq_pos_max(self.mem, seq_id) + 1)
@@ -693,7 +780,8 @@ class LlamaCppBackend(Backend):
         return out
 
     def info(self) -> BackendInfo:
-        return BackendInfo("llamacpp", f"{self.model_name} ({self.source.name}, weights {self.weights})", f"cpu ×{self.threads}",
+        weights = self.weights if self.decode_weights == self.weights else f"{self.weights}, decoding {self.decode_weights}"
+        return BackendInfo("llamacpp", f"{self.model_name} ({self.source.name}, weights {weights})", f"cpu ×{self.threads}",
                            # llama.cpp's description without a size it only guessed ("llama 256M (guessed) Q8_0" for 135M)
                            re.sub(r"\s*[\d.]+[KMBT]?\s*\(guessed\)", "", self._model.desc()),
                            dict(self.adapters))
