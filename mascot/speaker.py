@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from contextlib import closing
 
 from mascot.backends.base import Backend, GenerationParams
 from mascot.dialogue import Dialogue, Directive
@@ -16,7 +17,12 @@ META_PATTERNS = (r"\bas an ai\b", r"\bas a language model\b", r"\bi am an ai\b",
                  # text-editing and transcript talk of a small model that forgot it is in a conversation
                  r"\bhere(?:'s| is) (?:an? |the )?(?:edited|revised|rewritten|improved|updated) (?:version|text)\b",
                  r"\bhere(?:'s| is) the (?:ending|end|rest|continuation) of the (?:conversation|dialogue|story)\b",
+                 r"\bhere(?:'s| is) (?:your|my|the) (?:next |new )?(?:message|response|reply)\b",
                  r"\bthe (?:user|assistant) (?:says|said|asks|asked|is asking)\b")
+# How a reply that opens like meta talk starts: streaming holds such an opening back until it is decided.
+_META_OPENERS = ("here's", "here is", "here\u2019s", "the user", "the assistant", "as an ai", "as a language model",
+                 "i am an ai", "i'm an ai")
+META_REDRAWS = 2  # a reply that is meta talk from its first sentence is drawn again, with other seeds, up to twice
 # A finished utterance ends in sentence punctuation, a closing quote/bracket, or an emoji.
 _FINISHED = re.compile(r"""([.!?…]["'”’)\]]*|[\U0001F300-\U0001FAFF\u2600-\u27BF]\ufe0f?|:\)|:-\))\s*$""")
 # A sentence end inside a text: punctuation (+ closing quotes) followed by whitespace.
@@ -144,6 +150,30 @@ def has_meta_talk(text: str) -> bool:
     return any(re.search(p, text, flags=re.I) for p in META_PATTERNS)
 
 
+def cut_meta_talk(text: str) -> str:
+    """The text before the sentence in which meta talk starts ("" when it opens with it; unchanged without).
+
+    The 135M speakers sometimes forget they are in a conversation and answer as a text editor ("Here's a
+    revised version of your text."): about 1 in 100 replies in the round-5 evaluations, mostly as the whole
+    reply. Nothing from that sentence on is in character.
+
+    >>> cut_meta_talk("That sounds hard. Here is an edited version of your text.")
+    'That sounds hard.'
+    """
+    starts = [m.start() for p in META_PATTERNS for m in [re.search(p, text, flags=re.I)] if m]
+    if not starts:
+        return text
+    ends = [m.end() for m in _SENTENCE_END.finditer(text[: min(starts)])]
+    return text[: ends[-1]].strip() if ends else ""
+
+
+def might_open_meta(text: str) -> bool:
+    """True while a streamed reply's opening could still turn into meta talk ("Here's a revised ..."): such an
+    opening is held back until it is decided (at most the patterns' eight words)."""
+    t = re.sub(r"\s+", " ", text.lstrip().lower())
+    return count_words(t) <= 8 and any(t.startswith(o) or o.startswith(t) for o in _META_OPENERS)
+
+
 class Speaker:
     """Generates persona replies through one shared backend (adapter switched per persona)."""
 
@@ -171,13 +201,30 @@ class Speaker:
     def stream(
         self, persona: Persona, roster: list[Persona], dialogue: Dialogue, directive: Directive | None, seed: int | None = None
     ) -> Iterator[str]:
-        """Yield the cleaned reply so far after each streamed chunk (the last value is final)."""
+        """Yield the cleaned reply so far after each streamed chunk (the last value is final).
+
+        Meta talk never reaches the user: an opening that could become meta talk is held back until decided; a
+        reply that is meta talk from its first sentence is drawn again with another seed (`META_REDRAWS`); one
+        that turns to it later ends before that sentence."""
         msgs = self.messages(persona, roster, dialogue, directive)
-        raw = ""
-        for delta in self.backend.stream(msgs, self.params.with_(seed=seed), adapter=self.adapter_for(persona)):
-            raw += delta
-            yield clean_reply(raw, persona, roster, finish=False)
-        yield clean_reply(raw, persona, roster)  # the final text ends at a sentence boundary
+        for attempt in range(META_REDRAWS + 1):
+            raw, text, shown = "", "", False
+            with closing(self.backend.stream(msgs, self.params.with_(seed=_redraw_seed(seed, attempt)),
+                                             adapter=self.adapter_for(persona))) as deltas:
+                for delta in deltas:
+                    raw += delta
+                    text = clean_reply(raw, persona, roster, finish=False)
+                    if cut_meta_talk(text) != text:
+                        break
+                    if shown or not might_open_meta(text):
+                        shown = True
+                        yield text
+                else:  # the final text ends at a sentence boundary
+                    text = clean_reply(raw, persona, roster)
+            kept = cut_meta_talk(text)
+            if kept == text or count_words(kept) >= 3 or shown or attempt == META_REDRAWS:
+                yield finish_sentence(kept)
+                return
 
     def reply_batch(
         self,
@@ -192,7 +239,22 @@ class Speaker:
         for i, (persona, *_rest) in enumerate(items):
             groups.setdefault(self.adapter_for(persona), []).append(i)
         for adapter, idx in groups.items():
-            chats = [self.messages(*items[i]) for i in idx]
-            for i, c in zip(idx, self.backend.generate(chats, params, adapter=adapter)):
-                out[i] = clean_reply(c.text, items[i][0], items[i][1])
+            for attempt in range(META_REDRAWS + 1):  # as in `stream`: meta talk from the start is drawn again
+                chats = [self.messages(*items[i]) for i in idx]
+                redo = []
+                for i, c in zip(idx, self.backend.generate(chats, params.with_(seed=_redraw_seed(seed, attempt)),
+                                                           adapter=adapter)):
+                    text = clean_reply(c.text, items[i][0], items[i][1])
+                    kept = cut_meta_talk(text)
+                    out[i] = finish_sentence(kept)
+                    if kept != text and count_words(kept) < 3:
+                        redo.append(i)
+                idx = redo
+                if not idx:
+                    break
         return out
+
+
+def _redraw_seed(seed: int | None, attempt: int) -> int | None:
+    """The seed of a redraw: the caller's for the first draw, then fixed offsets from it (None stays random)."""
+    return seed if seed is None or attempt == 0 else seed + 7919 * attempt

@@ -1,6 +1,6 @@
 from mascot.prompts import speaker_messages
 from mascot.dialogue import Dialogue, Directive, Turn, USER
-from mascot.speaker import clean_reply, has_meta_talk, has_stage_direction
+from mascot.speaker import clean_reply, cut_meta_talk, has_meta_talk, has_stage_direction, might_open_meta
 
 
 def test_clean_strips_own_tag_and_cuts_other_speakers(es_pack):
@@ -35,6 +35,41 @@ def test_stage_directions_are_found_and_removed(es_pack):
 
 def test_meta_talk():
     assert has_meta_talk("As an AI, I cannot feel.") and not has_meta_talk("I am here with you.")
+    for line in ("Here's a revised version of your text.", "Here is the revised text.", "Here is your next message."):
+        assert has_meta_talk(line) and cut_meta_talk(line) == ""
+    assert cut_meta_talk("That sounds hard. Here is an edited version of your text. Bye.") == "That sounds hard."
+    assert cut_meta_talk("Here with you, always.") == "Here with you, always."
+    assert might_open_meta("Here") and might_open_meta("Here's a") and might_open_meta("The")
+    assert not might_open_meta("Here with you") and not might_open_meta("That sounds hard")
+    assert not might_open_meta("Here's a thought: maybe a short walk after work could clear your head")
+
+
+def test_meta_talk_is_drawn_again_and_never_shown(es_pack, fake_backend):
+    """A reply that is meta talk from its first sentence is drawn again with another seed (streamed: its opening
+    was held back, so the user never sees it); one that turns to it later ends before that sentence."""
+    from mascot.speaker import META_REDRAWS, Speaker
+
+    anchor, roster = es_pack.get("Anchor"), es_pack.active
+    d = Dialogue([Turn(USER, "I failed my driving test again.")])
+    sp = Speaker(fake_backend)
+    fake_backend.enqueue("Here's a revised version of your text.", "That must sting. You can try again.")
+    streamed = list(sp.stream(anchor, roster, d, None, seed=5))
+    assert streamed[-1] == "That must sting. You can try again."
+    assert not any("revised" in s or s.startswith("Here") for s in streamed)
+    assert [c.params.seed for c in fake_backend.calls[-2:]] == [5, 5 + 7919]
+    fake_backend.enqueue("That must sting. Here is the edited version of the conversation. More.")
+    assert list(sp.stream(anchor, roster, d, None, seed=1))[-1] == "That must sting."
+    fake_backend.enqueue("Here is the revised text.", "Fine words, and good ones.", "Here is the revised text.",
+                         "Here is the revised text.")
+    n = len(fake_backend.calls)
+    got = sp.reply_batch([(anchor, roster, d, None), (anchor, roster, d, None)], seed=3)
+    assert got == ["", "Fine words, and good ones."] and len(fake_backend.calls) - n == 2 + META_REDRAWS
+    fake_backend.enqueue("Here is the revised text.", "You did well to try.")
+    assert sp.reply_batch([(anchor, roster, d, None)], seed=3) == ["You did well to try."]
+    fake_backend.enqueue(*["Here is the revised text."] * (META_REDRAWS + 1))
+    n = len(fake_backend.calls)
+    assert list(sp.stream(anchor, roster, d, None, seed=2))[-1] == ""  # the chat shows its empty-reply mark
+    assert len(fake_backend.calls) - n == META_REDRAWS + 1
 
 
 def test_speaker_prompt_attributes_turns_and_includes_directive(es_pack):
