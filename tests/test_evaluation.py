@@ -259,3 +259,27 @@ def test_paired_test_and_merge(tmp_path: Path) -> None:
     assert merged["paired"]["one vs two"]["overall"]["mean_diff"] == 2.0
     text = (tmp_path / "out" / "results.md").read_text()
     assert "Paired tests" in text and "identifiability" in text
+
+
+def test_repeats_give_each_scenario_several_seeded_rounds_and_average_them(tmp_path: Path, tiny_scenarios: Path) -> None:
+    """--repeats 2: two rounds per scenario with seeds 0 and 1 (different samples), the tables count both, and
+    the paired tests compare each scenario's mean of its two rounds."""
+    backend = FakeBackend(lambda m, p, a: f"Round {p.seed % 2}: I hear you, that sounds hard to carry. " +
+                          ("You are brave." if p.seed % 2 else ""))
+    cfg = EvalConfig(systems=["zero-shot", "few-shot"], scenarios=str(tiny_scenarios), output=str(tmp_path / "out"),
+                     repeats=2, progress=False)
+    results = run_eval(cfg, backend=backend)
+    rounds = [json.loads(line) for line in Path(results["outputs"]["rounds"]).read_text().splitlines()]
+    zs = [r for r in rounds if r["system"] == "zero-shot"]
+    assert len(zs) == 2 * results["n_scenarios"] and {r["seed"] for r in zs} == {0, 1}
+    assert results["systems"]["zero-shot"]["table"]["all"][OVERALL]["n_rounds"] == 2 * results["n_scenarios"]
+    per = results["systems"]["zero-shot"]["per_scenario"]
+    assert len(per) == results["n_scenarios"]
+    one = [r for r in zs if r["scenario"] == zs[0]["scenario"]]
+    assert len(one) == 2 and one[0]["turns"] != one[1]["turns"]
+    by_round = [sum(to_100(v["scores"]["consistency"], "linear") for v in r["verdicts"]) / len(r["verdicts"]) for r in one]
+    assert by_round[0] != by_round[1]
+    assert per[zs[0]["scenario"]]["consistency"] == pytest.approx(sum(by_round) / 2, abs=1e-2)
+    assert "2 rounds of Anchor" in Path(results["outputs"]["markdown"]).read_text()
+    with pytest.raises(ConfigError, match="repeats"):
+        EvalConfig(systems=["zero-shot"], repeats=0)

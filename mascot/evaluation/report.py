@@ -53,15 +53,16 @@ def score_table(records: list[dict[str, Any]], personas: list[str], mapping: str
 
 
 def per_scenario_scores(records: list[dict[str, Any]], mapping: str) -> dict[str, dict[str, float]]:
-    """scenario id -> {criterion and overall: the round's mean over its personas (0-100)}, for paired tests."""
-    out: dict[str, dict[str, float]] = {}
+    """scenario id -> {criterion and overall: the round's mean over its personas (0-100)}, for paired tests;
+    with several rounds of a scenario (`--repeats`), the mean of its rounds."""
+    rows: dict[str, list[dict[str, float]]] = {}
     for r in records:
         vs = [v for _, v in r["verdicts"] if v.valid]
         if vs and r.get("scenario"):
             row = {c: sum(to_100(v.scores[c], mapping) for v in vs) / len(vs) for c in CRITERIA}
             row["overall"] = sum(to_100(v.aggregate, mapping) for v in vs) / len(vs)
-            out[r["scenario"]] = {k: round(x, 3) for k, x in row.items()}
-    return out
+            rows.setdefault(r["scenario"], []).append(row)
+    return {sid: {k: round(sum(x[k] for x in got) / len(got), 3) for k in got[0]} for sid, got in rows.items()}
 
 
 PAIRED_COLUMNS = ("overall", "consistency", "relevance")
@@ -112,6 +113,10 @@ def _num(x: float | None, digits: int = 3) -> str:
     return "–" if x is None else f"{x:.{digits}f}"
 
 
+def _rounds_phrase(repeats: int) -> str:
+    return "One round" if repeats == 1 else f"{repeats} rounds"
+
+
 def markdown(results: dict[str, Any]) -> str:
     cfg, systems = results["config"], results["systems"]
     ran = {k: v for k, v in systems.items() if v["status"] == "ok"}
@@ -120,7 +125,8 @@ def markdown(results: dict[str, Any]) -> str:
         "",
         f"Judge: {results['judge']}. Scores are 1–5 mapped to 0–100 ({results['mapping']}: "
         + ("(s−1)/4×100" if results["mapping"] == "linear" else "s×20") + "), mean ± std over rounds. "
-        f"Backend: {results['backend']}. One round of {', '.join(results['personas'])} per scenario.",
+        f"Backend: {results['backend']}. {_rounds_phrase(cfg.get('repeats', 1))} of {', '.join(results['personas'])} per "
+        "scenario" + (" (seeds from --seed; paired tests compare each scenario's mean)." if cfg.get("repeats", 1) > 1 else "."),
         "",
         "## Individual level (all personas)",
     ]

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +47,7 @@ class EvalConfig:
     output: str = "runs/eval"
     batch_size: int = 16
     seed: int = 0
+    repeats: int = 1  # rounds per scenario, seeds seed, seed+1, ...; paired tests use each scenario's mean
     mapping: str = "linear"
     max_new_tokens: int | None = None
     sc_samples: int = 5
@@ -59,8 +60,8 @@ class EvalConfig:
             raise ConfigError(f"Unknown system(s) {', '.join(unknown) or '(none given)'}. Valid systems: {', '.join(SYSTEMS)}.")
         if self.mapping not in MAPPINGS:
             raise ConfigError(f"Unknown score mapping {self.mapping!r}. Valid mappings: {', '.join(MAPPINGS)}.")
-        if self.batch_size < 1 or (self.limit is not None and self.limit < 1) or self.sc_samples < 1:
-            raise ConfigError("batch_size, limit and sc_samples must be positive integers.")
+        if self.batch_size < 1 or (self.limit is not None and self.limit < 1) or self.sc_samples < 1 or self.repeats < 1:
+            raise ConfigError("batch_size, limit, sc_samples and repeats must be positive integers.")
 
 
 def select_scenarios(cfg: EvalConfig, setting: str) -> list[Scenario]:
@@ -127,19 +128,22 @@ def run_eval(cfg: EvalConfig, backend: Backend | None = None, judge: Judge | Non
                 entry.update(status="skipped", reason=reason)
                 continue
             rounds: list[Round] = []
-            batches = range(0, len(scenarios), cfg.batch_size)
-            for start in tqdm(batches, desc=f"{name}: generating", disable=not cfg.progress, unit="batch"):
-                rounds += system.generate(backend, pack, scenarios[start : start + cfg.batch_size], ctx)
+            seeds: list[int] = []
+            batches = [(k, start) for k in range(cfg.repeats) for start in range(0, len(scenarios), cfg.batch_size)]
+            for k, start in tqdm(batches, desc=f"{name}: generating", disable=not cfg.progress, unit="batch"):
+                made = system.generate(backend, pack, scenarios[start : start + cfg.batch_size], replace(ctx, seed=cfg.seed + k))
+                rounds += made
+                seeds += [cfg.seed + k] * len(made)
             verdicts = judge_rounds(judge, rounds, pack.setting, cfg.progress, f"{name}: judging")
             records = []
             turns_for_id: list[tuple[str, str, str]] = []
-            for r, vs in zip(rounds, verdicts):
+            for r, vs, seed in zip(rounds, verdicts, seeds):
                 turns_for_id += [(r.scenario.id, p.name, text) for p, _, text in r.judged if text.strip()]
                 pairs = [(p.name, v) for (p, _, _), v in zip(r.judged, vs)]
                 records.append({"group": r.scenario.group, "scenario": r.scenario.id, "verdicts": pairs,
                                 "texts": [t.text for t in r.turns if not t.meta.get("crisis")]})
                 rounds_file.write(json.dumps({
-                    "system": name, "scenario": r.scenario.id, "group": r.scenario.group, "crisis": r.crisis,
+                    "system": name, "scenario": r.scenario.id, "seed": seed, "group": r.scenario.group, "crisis": r.crisis,
                     "turns": [{"speaker": t.speaker, "text": t.text} for t in r.turns],
                     "verdicts": [verdict_record(p, v) for p, v in pairs],
                 }, ensure_ascii=False) + "\n")
