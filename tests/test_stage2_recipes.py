@@ -58,3 +58,15 @@ def test_rollout_backend_is_read_without_building_the_config():
     if "torch" not in sys.modules:  # run alone, the peek itself must not import torch
         recipe_rollout_backend("tiny-cpu")
         assert "torch" not in sys.modules
+
+
+def test_rollouts_without_speaker_adapters_say_so(tmp_path, capsys) -> None:
+    """A run folder without Stage-1 speakers (e.g. --output a new folder, no --speakers_run) would roll out the
+    prompted base model silently: the rollout chat says so and names the fix."""
+    from mascot.personas import load_pack
+    from mascot.train.stage2 import frozen_chat
+
+    cfg = load_stage2_recipe("tiny-cpu", {"output_dir": str(tmp_path / "new-run"), "rollout_backend": "fake"})
+    frozen_chat(cfg, load_pack("emotional-support"), "round-robin")
+    out = capsys.readouterr().out
+    assert "no Stage-1 speaker adapters in" in out and "--speakers_run" in out

@@ -54,12 +54,16 @@ def frozen_chat(cfg: Stage2Config, pack: PersonaPack, mode: str, backend: Any = 
     from mascot.backends.base import GenerationParams
     from mascot.chat import GroupChat
     from mascot.engine import Engine, EngineConfig
+    from mascot.speaker import adapter_name
 
     run_dir = Path(cfg.checkpoints_dir) / cfg.speakers_run if cfg.speakers_run else cfg.out
     if backend is None:
         backend = load_backend(cfg.rollout_backend, model=cfg.model, dtype=cfg.dtype)
         engine = Engine(EngineConfig(backend=cfg.rollout_backend, model=cfg.model), backend, run_dir=run_dir)
         warnings = [w for p in pack.personas for w in engine.attach_persona(p)]
+        if not any(adapter_name(p) in backend.adapters for p in pack.active):
+            warnings.append(f"no Stage-1 speaker adapters in {run_dir / 'speakers'}: the rollouts' speakers are the "
+                            "prompted base model. Pass --speakers_run RUN (e.g. tiny-cpu) to freeze a trained run's speakers.")
         for w in warnings:
             print(f"[stage2] warning: {w}")
     params = None
