@@ -41,6 +41,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--min-speakers", type=int, default=None, help="fewest personas per message before the LLM directors "
                    "may yield (default: the chat's, 3)")
     p.add_argument("--batch-size", type=int, default=24, help="dialogues rolled out together")
+    p.add_argument("--repeats", type=int, default=1, help="rollouts per scenario, each with its own seed; the paired "
+                   "tests compare each scenario's mean (one rollout's group score moves by about 6 points per script)")
     p.add_argument("--json", default=None, help="write all dialogues, scores and tests here")
     p.add_argument("--reuse", action="append", default=None, help="a previous --json file (repeatable): take the systems "
                    "it holds from it (same scenarios and settings are checked) and roll out only the others")
@@ -112,13 +114,17 @@ def run_compare(args: argparse.Namespace) -> dict[str, Any]:
     previous: dict[str, Any] = {}
     for path in args.reuse or []:
         prev = json.loads(Path(path).read_text(encoding="utf-8"))
-        for key in ("scenarios", "user", "profile", "user_turns", "block_turns", "max_new_tokens", "min_speakers"):
-            if prev.get(key) != {**results, "max_new_tokens": args.max_new_tokens, "min_speakers": args.min_speakers}.get(key):
+        here = {**results, "max_new_tokens": args.max_new_tokens, "min_speakers": args.min_speakers, "repeats": args.repeats}
+        for key in ("scenarios", "user", "profile", "user_turns", "block_turns", "max_new_tokens", "min_speakers", "repeats"):
+            if prev.get(key, 1 if key == "repeats" else None) != here.get(key):
                 raise ConfigError(f"--reuse {path}: its {key!r} ({prev.get(key)!r}) differs from this run's; "
                                   "rerun every system instead.")
         previous.update(prev["systems"])
     results["max_new_tokens"] = args.max_new_tokens
     results["min_speakers"] = args.min_speakers
+    results["repeats"] = args.repeats
+    if args.repeats < 1:
+        raise ConfigError(f"--repeats {args.repeats}: give at least 1 rollout per scenario.")
     for system in systems:
         if system in previous:
             results["systems"][system] = previous[system]
@@ -131,7 +137,8 @@ def run_compare(args: argparse.Namespace) -> dict[str, Any]:
         if args.max_new_tokens:
             chat.speaker.params = chat.speaker.params.with_(max_new_tokens=args.max_new_tokens)
         user = make_user(cfg, backend, pack.active)
-        rollouts = [Rollout.from_script(f"{system}:{s.id}", s, seed=1000 + i) for i, s in enumerate(scripts)]
+        rollouts = [Rollout.from_script(f"{system}:{s.id}" + (f"#{k}" if k else ""), s, seed=1000 + i + ROLLOUT_SEED_STEP * k)
+                    for k in range(args.repeats) for i, s in enumerate(scripts)]
         for start in range(0, len(rollouts), args.batch_size):
             roll_forward(chat, rollouts[start : start + args.batch_size], user, user_turns=user_turns - 1)
         per_scenario, first_round_distinct, crit = [], [], {}
@@ -159,8 +166,10 @@ def run_compare(args: argparse.Namespace) -> dict[str, Any]:
                     repeats += 1
                 else:
                     round_speakers.append(t.speaker)
+        per_rollout, per_scenario = per_scenario, scenario_means(per_scenario, len(scripts))
         results["systems"][system] = {
-            "per_scenario": per_scenario, "mean": statistics.fmean(x for x in per_scenario if not math.isnan(x)),
+            "per_scenario": per_scenario, "per_rollout": per_rollout,
+            "mean": statistics.fmean(x for x in per_scenario if not math.isnan(x)),
             "std": statistics.pstdev([x for x in per_scenario if not math.isnan(x)]),
             "criteria": {k: round(statistics.fmean(v), 2) for k, v in crit.items()},
             "decisions": len(decisions), "fallbacks": sum(d.source == "fallback" for d in decisions),
@@ -179,8 +188,26 @@ def run_compare(args: argparse.Namespace) -> dict[str, Any]:
     return results
 
 
+ROLLOUT_SEED_STEP = 7919  # rollout k of a scenario uses seed 1000 + index + k * this
+
+
+def scenario_means(per_rollout: list[float], n_scenarios: int) -> list[float]:
+    """Each scenario's mean group score over its rollouts (rollout k of scenario i sits at k * n_scenarios + i);
+    a scenario whose every rollout had no valid verdict stays NaN.
+
+    >>> scenario_means([60.0, 70.0, 64.0, float("nan")], 2)
+    [62.0, 70.0]
+    """
+    out = []
+    for i in range(n_scenarios):
+        got = [x for x in per_rollout[i::n_scenarios] if not math.isnan(x)]
+        out.append(statistics.fmean(got) if got else math.nan)
+    return out
+
+
 def render(results: dict[str, Any]) -> str:
-    lines = [f"Director comparison — run {results['run']}, {len(results['scenarios'])} held-out scenarios ({results['split']}), "
+    lines = [f"Director comparison — run {results['run']}, {len(results['scenarios'])} held-out scenarios ({results['split']})"
+             + (f" x {results['repeats']} rollouts each (scores are per-scenario means)" if results.get("repeats", 1) > 1 else "") + ", "
              f"{results['user']} simulated user{' (' + results['profile'] + ')' if results.get('profile') else ''}, "
              f"{results['user_turns']} user turns, N={results['block_turns']} blocks, {results['judge']}", ""]
     crit = sorted({k for s in results["systems"].values() for k in s["criteria"]})
