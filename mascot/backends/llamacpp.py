@@ -189,14 +189,7 @@ class LlamaCppBackend(Backend):
         if not self.template:
             raise BackendError(f"{self.source} has no chat template (tokenizer.chat_template); the llamacpp backend "
                                "needs an instruction-tuned GGUF with one.")
-        cparams = self.ll.llama_context_default_params()
-        cparams.n_ctx = n_ctx * n_seq
-        cparams.n_batch = cparams.n_ubatch = n_batch
-        cparams.n_seq_max = n_seq
-        cparams.kv_unified = False
-        cparams.n_threads = cparams.n_threads_batch = self.threads
-        cparams.no_perf = True
-        self._ctx = _internals.LlamaContext(model=self._model, params=cparams, verbose=False)
+        self._ctx = self._context(self._model, n_ctx * n_seq, n_seq, unified=False)
         self.ctx = self._ctx.ctx
         self.mem = self._ctx.memory
         self._batch = self.ll.llama_batch_init(n_batch, 0, 1)
@@ -235,13 +228,7 @@ class LlamaCppBackend(Backend):
         if path == self.path:
             return self.weights
         model = _internals.LlamaModel(path_model=str(path), params=self.ll.llama_model_default_params(), verbose=False)
-        cparams = self.ll.llama_context_default_params()
-        cparams.n_ctx = self.n_ctx_seq
-        cparams.n_batch = cparams.n_ubatch = self.n_batch
-        cparams.n_seq_max = 1
-        cparams.n_threads = cparams.n_threads_batch = self.threads
-        cparams.no_perf = True
-        ctx = _internals.LlamaContext(model=model, params=cparams, verbose=False)
+        ctx = self._context(model, self.n_ctx_seq, 1, unified=False)
         self._decoder = (model, ctx, ctx.ctx, ctx.memory)
         self._state = (ctypes.c_uint8 * 0)()
         return decode_weights
@@ -598,18 +585,23 @@ class LlamaCppBackend(Backend):
             self._batcher = self._unified_context(self._batch_cells, self.batch_seqs, 1)
         return self._batcher
 
-    def _unified_context(self, cells: int, seqs: int, seqs_per_token: int) -> tuple[Any, Any, Any, Any]:
-        """(context, its pointer, its memory, a token batch) with one KV pool shared by `seqs` sequences."""
+    def _context(self, model: Any, cells: int, seqs: int, unified: bool) -> Any:
+        """A llama.cpp context on `model` with `cells` KV cells for up to `seqs` sequences (one pool, or one
+        stream per sequence), n_batch tokens per decode call and this backend's threads."""
         from llama_cpp import _internals
 
         cparams = self.ll.llama_context_default_params()
         cparams.n_ctx = cells
         cparams.n_batch = cparams.n_ubatch = self.n_batch
         cparams.n_seq_max = seqs
-        cparams.kv_unified = True
+        cparams.kv_unified = unified
         cparams.n_threads = cparams.n_threads_batch = self.threads
         cparams.no_perf = True
-        ctx = _internals.LlamaContext(model=self._model, params=cparams, verbose=False)
+        return _internals.LlamaContext(model=model, params=cparams, verbose=False)
+
+    def _unified_context(self, cells: int, seqs: int, seqs_per_token: int) -> tuple[Any, Any, Any, Any]:
+        """(context, its pointer, its memory, a token batch) with one KV pool shared by `seqs` sequences."""
+        ctx = self._context(self._model, cells, seqs, unified=True)
         return ctx, ctx.ctx, ctx.memory, self.ll.llama_batch_init(self.n_batch, 0, seqs_per_token)
 
     def _share_prefix(self, prompts: list[list[int]], slots: int, ctx: Any = None, mem: Any = None, batch: Any = None,

@@ -141,11 +141,11 @@ def run_compare(args: argparse.Namespace) -> dict[str, Any]:
                     for k in range(args.repeats) for i, s in enumerate(scripts)]
         for start in range(0, len(rollouts), args.batch_size):
             roll_forward(chat, rollouts[start : start + args.batch_size], user, user_turns=user_turns - 1)
-        per_scenario, first_round_distinct, crit = [], [], {}
+        per_rollout, first_round_distinct, crit = [], [], {}
         for r in rollouts:
             blocks = blocks_from_dialogue(r.dialogue, 1, pack.active, args.block_turns, pack.setting)
             verdicts = [v for v in judge.score_blocks(blocks) if v.valid]
-            per_scenario.append(statistics.fmean(to_100(v.aggregate) for v in verdicts) if verdicts else math.nan)
+            per_rollout.append(statistics.fmean(to_100(v.aggregate) for v in verdicts) if verdicts else math.nan)
             for v in verdicts:
                 for k, x in (v.scores or {}).items():
                     crit.setdefault(k, []).append(to_100(x))
@@ -166,7 +166,7 @@ def run_compare(args: argparse.Namespace) -> dict[str, Any]:
                     repeats += 1
                 else:
                     round_speakers.append(t.speaker)
-        per_rollout, per_scenario = per_scenario, scenario_means(per_scenario, len(scripts))
+        per_scenario = scenario_means(per_rollout, len(scripts))
         results["systems"][system] = {
             "per_scenario": per_scenario, "per_rollout": per_rollout,
             "mean": statistics.fmean(x for x in per_scenario if not math.isnan(x)),
