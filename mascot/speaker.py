@@ -23,6 +23,11 @@ META_PATTERNS = (r"\bas an ai\b", r"\bas a language model\b", r"\bi am an ai\b",
 _META_OPENERS = ("here's", "here is", "here\u2019s", "the user", "the assistant", "as an ai", "as a language model",
                  "i am an ai", "i'm an ai")
 META_REDRAWS = 2  # a reply that is meta talk from its first sentence is drawn again, with other seeds, up to twice
+# A reply of fewer words ("Theater.", "Laughter!", "The moment.", a row of emoji) is drawn again in the same way:
+# none of them answers the user. The prompted speakers wrote one in 0.5-1% of replies in the round-5 evaluations
+# (zero-shot 6, few-shot 12, SFT-only 11 of 1,161 each), and the default chat 3 of 118 (40 held-out openings).
+# The draw with the most words is kept. Three words ("You are brave.") make a reply.
+MIN_REPLY_WORDS = 3
 # A finished utterance ends in sentence punctuation, a closing quote/bracket, or an emoji.
 _FINISHED = re.compile(r"""([.!?…]["'”’)\]]*|[\U0001F300-\U0001FAFF\u2600-\u27BF]\ufe0f?|:\)|:-\))\s*$""")
 # A sentence end inside a text: punctuation (+ closing quotes) followed by whitespace.
@@ -204,9 +209,11 @@ class Speaker:
         """Yield the cleaned reply so far after each streamed chunk (the last value is final).
 
         Meta talk never reaches the user: an opening that could become meta talk is held back until decided; a
-        reply that is meta talk from its first sentence is drawn again with another seed (`META_REDRAWS`); one
-        that turns to it later ends before that sentence."""
+        reply that is meta talk from its first sentence, or shorter than `MIN_REPLY_WORDS` words, is drawn again
+        with another seed (`META_REDRAWS`; the longest draw is kept); one that turns to meta talk later ends
+        before that sentence."""
         msgs = self.messages(persona, roster, dialogue, directive)
+        best = ""
         for attempt in range(META_REDRAWS + 1):
             raw, text, shown = "", "", False
             with closing(self.backend.stream(msgs, self.params.with_(seed=_redraw_seed(seed, attempt)),
@@ -216,14 +223,17 @@ class Speaker:
                     text = clean_reply(raw, persona, roster, finish=False)
                     if cut_meta_talk(text) != text:
                         break
-                    if shown or not might_open_meta(text):
+                    # held back until it has MIN_REPLY_WORDS words (the safety guard shows nothing before four
+                    # words anyway) and cannot still turn into meta talk
+                    if shown or (count_words(text) >= MIN_REPLY_WORDS and not might_open_meta(text)):
                         shown = True
                         yield text
                 else:  # the final text ends at a sentence boundary
                     text = clean_reply(raw, persona, roster)
-            kept = cut_meta_talk(text)
-            if kept == text or count_words(kept) >= 3 or shown or attempt == META_REDRAWS:
-                yield finish_sentence(kept)
+            kept = finish_sentence(cut_meta_talk(text))
+            best = kept if shown or count_words(kept) > count_words(best) else best
+            if shown or count_words(kept) >= MIN_REPLY_WORDS or attempt == META_REDRAWS:
+                yield best
                 return
 
     def reply_batch(
@@ -239,15 +249,15 @@ class Speaker:
         for i, (persona, *_rest) in enumerate(items):
             groups.setdefault(self.adapter_for(persona), []).append(i)
         for adapter, idx in groups.items():
-            for attempt in range(META_REDRAWS + 1):  # as in `stream`: meta talk from the start is drawn again
-                chats = [self.messages(*items[i]) for i in idx]
+            for attempt in range(META_REDRAWS + 1):  # as in `stream`: meta talk from the start, or a reply
+                chats = [self.messages(*items[i]) for i in idx]  # of a few words, is drawn again
                 redo = []
                 for i, c in zip(idx, self.backend.generate(chats, params.with_(seed=_redraw_seed(seed, attempt)),
                                                            adapter=adapter)):
-                    text = clean_reply(c.text, items[i][0], items[i][1])
-                    kept = cut_meta_talk(text)
-                    out[i] = finish_sentence(kept)
-                    if kept != text and count_words(kept) < 3:
+                    kept = finish_sentence(cut_meta_talk(clean_reply(c.text, items[i][0], items[i][1])))
+                    if attempt == 0 or count_words(kept) > count_words(out[i]):
+                        out[i] = kept
+                    if count_words(out[i]) < MIN_REPLY_WORDS:
                         redo.append(i)
                 idx = redo
                 if not idx:

@@ -165,3 +165,26 @@ def test_transformers_backend_replies_end_at_a_sentence_boundary(es_pack, tiny_m
     raw = [c.text for c in be.generate([sp.messages(*it) for it in items], sp.params.with_(seed=3))]
     assert any(r.strip() for r in raw)
     _assert_clean_endings(sp.reply_batch(items, seed=3))
+
+
+def test_fragment_replies_are_drawn_again_and_the_longest_kept(es_pack, fake_backend):
+    """A reply of fewer than MIN_REPLY_WORDS words ("Theater.") is drawn again like meta talk: streamed, it is never
+    shown; when every draw is a fragment, the one with the most words is kept."""
+    from mascot.speaker import META_REDRAWS, MIN_REPLY_WORDS, Speaker, count_words
+
+    anchor, roster = es_pack.get("Anchor"), es_pack.active
+    d = Dialogue([Turn(USER, "My grandmother's house is being torn down.")])
+    sp = Speaker(fake_backend)
+    fake_backend.enqueue("Theater.", "Losing that house must hurt.")
+    streamed = list(sp.stream(anchor, roster, d, None, seed=4))
+    assert streamed[-1] == "Losing that house must hurt." and not any("Theater" in s for s in streamed)
+    fake_backend.enqueue("Laughter!", "You are brave.")  # three words make a reply
+    assert count_words("You are brave.") == MIN_REPLY_WORDS
+    assert sp.reply_batch([(anchor, roster, d, None)], seed=1) == ["You are brave."]
+    fake_backend.enqueue("Sounds good.", "Oh.", "Hm.")
+    n = len(fake_backend.calls)
+    assert list(sp.stream(anchor, roster, d, None, seed=2))[-1] == "Sounds good."
+    assert len(fake_backend.calls) - n == META_REDRAWS + 1
+    fake_backend.enqueue("Oh.", "That was your summer home.", "Sounds good.", "Oh.")  # only the first is drawn again
+    got = sp.reply_batch([(anchor, roster, d, None), (anchor, roster, d, None)], seed=3)
+    assert got == ["Sounds good.", "That was your summer home."] and not fake_backend.queue
