@@ -3,8 +3,9 @@
 `train` cross-validates on the training split only (stratified k-fold), picks the crisis and
 concern thresholds from the out-of-fold scores, fits the final classifier and writes it to
 `mascot/data/safety/model/`. `eval` scores the held-out sets (the hash split of `crisis_messages.txt`,
-the fresh `crisis_heldout_v3.txt`, and `crisis_heldout_v2.txt` for a model that predates round 3) with the pattern layer alone and the full detector: recall and false-positive rate with 95% Wilson intervals, per category, the
-confusion matrix, the context cases, the output check and latency; `--json` also writes the
+`crisis_heldout_v3.txt`, the fresh `crisis_heldout_v4.txt`, and `crisis_heldout_v2.txt` for a model that
+predates round 3) with the pattern layer alone and the full detector: recall and false-positive rate with 95%
+Wilson intervals, per category, the confusion matrix, the context cases, the output check and latency; `--json` also writes the
 figures that docs/safety.md quotes and the tests re-check.
 """
 
@@ -20,8 +21,8 @@ from pathlib import Path
 import numpy as np
 
 from mascot.errors import InputError
-from mascot.safety_data import (load_context_cases, load_heldout_v2, load_heldout_v3, load_meeting_openings, load_messages,
-                                load_ordinary, load_replies, message_training_examples)
+from mascot.safety_data import (load_context_cases, load_heldout_v2, load_heldout_v3, load_heldout_v4, load_meeting_openings,
+                                load_messages, load_ordinary, load_replies, message_training_examples)
 from mascot.stats import wilson_interval
 
 log = logging.getLogger(__name__)
@@ -50,6 +51,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     t.add_argument("--no-augment", action="store_true", help="do not add a noisy variant of each training line")
     t.add_argument("--no-extra", action="store_true", help=f"leave out the round-2 training lines ({'crisis_train_extra.txt'})")
     t.add_argument("--no-round3", action="store_true", help="leave out the round-3 training lines and the retired v2 set")
+    t.add_argument("--no-round4", action="store_true", help="leave out the round-4 training negatives (crisis_train_extra4.txt)")
     t.add_argument("--lexical-weight", type=float, default=LEXICAL_WEIGHT,
                    help="weight of the character n-gram model in the message score, 0 to 1 (0: the encoder alone)")
     t.add_argument("--only", choices=["messages", "replies"], default=None)
@@ -164,8 +166,10 @@ def train(args: argparse.Namespace) -> int:
     torch.set_num_threads(1)
     cfg = FitConfig(layers=args.layers, epochs=args.epochs, lr=args.lr, augment=not args.no_augment)
     if args.only in (None, "messages"):
-        _train_one("messages", message_training_examples(extra=not args.no_extra, round3=not args.no_round3), args.folds, cfg,
-                   args.ship, args.out, {"train_extra": not args.no_extra, "round3": not args.no_round3}, args.lexical_weight)
+        _train_one("messages", message_training_examples(extra=not args.no_extra, round3=not args.no_round3,
+                                                         round4=not args.no_round4), args.folds, cfg, args.ship, args.out,
+                   {"train_extra": not args.no_extra, "round3": not args.no_round3, "round4": not args.no_round4},
+                   args.lexical_weight)
     if args.only in (None, "replies"):
         _train_one("replies", load_replies(), args.folds, cfg, args.ship, args.out)
     return 0
@@ -216,7 +220,8 @@ def evaluate(runs: int = 200, model_root: Path | None = None) -> dict:
     report["detector"] = _measure(test, [full.check(e.text, record=False).tier for e in test])
     report["detector_after_benign_turns"] = _measure(test, [full.check(e.text, BENIGN_HISTORY, record=False).tier for e in test])
     # v2 is held out only for a model that predates round 3 (round 3 retired it into the training pool)
-    sets = {"heldout_v3": load_heldout_v3()} | ({} if full.classifier.meta.get("round3") else {"heldout_v2": load_heldout_v2()})
+    sets = ({"heldout_v3": load_heldout_v3(), "heldout_v4": load_heldout_v4()}
+            | ({} if full.classifier.meta.get("round3") else {"heldout_v2": load_heldout_v2()}))
     for key, rows in sets.items():
         report[key] = {"test_size": len(rows),
                        "patterns": _measure(rows, [patterns.check(e.text, record=False).tier for e in rows]),
@@ -287,7 +292,9 @@ def print_report(r: dict) -> None:
     if "heldout_v2" in r:
         print_heldout("Held-out set v2 (crisis_heldout_v2.txt)", r["heldout_v2"])
     if "heldout_v3" in r:
-        print_heldout("Fresh held-out set v3 (crisis_heldout_v3.txt)", r["heldout_v3"])
+        print_heldout("Held-out set v3 (crisis_heldout_v3.txt)", r["heldout_v3"])
+    if "heldout_v4" in r:
+        print_heldout("Fresh held-out set v4 (crisis_heldout_v4.txt)", r["heldout_v4"])
     a = r["detector_after_benign_turns"]["overall"]
     print(f"\nThe same messages after two harmless earlier turns: recall (crisis) {_fmt(a['recall_crisis'])}, "
           f"recall (crisis or concern) {_fmt(a['recall_any'])}, FPR (crisis) {_fmt(a['fpr_crisis'])}, "

@@ -11,8 +11,12 @@
   retired into the training pool of round 3.
 - `crisis_heldout_v3.txt`: the fresh held-out set (v3) of round 3, committed before any model saw it;
   every line is test-only.
+- `crisis_heldout_v4.txt`: the fresh held-out set (v4) of round 4, written by a writer who saw none of the
+  other files and committed before any model saw it; every line is test-only.
+- `crisis_train_extra4.txt`: round-4 training negatives (everyday frustrations, everyday distress, mundane
+  plans and goodbyes), written after chat probes found ordinary complaints read as a crisis; training-only.
 - `crisis_train_excluded.txt`: training lines left out because they come within a difflib similarity of
-  0.75 of a held-out line (v1 or v3); `near_held_out` finds them and a test keeps the list complete.
+  0.75 of a held-out line (v1, v3 or v4); `near_held_out` finds them and a test keeps the list complete.
 
 The held-out split is fixed per line by a hash of its text, so the training code can never see
 it and editing one line never moves the others between splits.
@@ -99,8 +103,10 @@ def load_messages(path: Path | None = None) -> list[Example]:
 
 HELDOUT_V2 = "crisis_heldout_v2.txt"
 HELDOUT_V3 = "crisis_heldout_v3.txt"
+HELDOUT_V4 = "crisis_heldout_v4.txt"
 TRAIN_EXTRA = "crisis_train_extra.txt"
 TRAIN_EXTRA3 = "crisis_train_extra3.txt"
+TRAIN_EXTRA4 = "crisis_train_extra4.txt"
 TRAIN_EXCLUDED = "crisis_train_excluded.txt"
 NEAR_CUTOFF = 0.75  # difflib ratio at which a training line counts as a paraphrase of a held-out line
 
@@ -130,6 +136,12 @@ def load_train_extra3() -> list[Example]:
     return _training_only(DATA_DIR / TRAIN_EXTRA3)
 
 
+def load_train_extra4() -> list[Example]:
+    """The round-4 training negatives (everyday frustrations such as a scraped car with "no note", everyday
+    distress, mundane plans and goodbyes): all training-only."""
+    return _training_only(DATA_DIR / TRAIN_EXTRA4)
+
+
 def load_retired_v2() -> list[Example]:
     """The v2 held-out lines as round-3 training lines: v2 measured the round-2 model once and was retired."""
     return _training_only(DATA_DIR / HELDOUT_V2)
@@ -150,8 +162,8 @@ def _comparable(text: str) -> str:
 
 
 def held_out_messages() -> list[Example]:
-    """Every message no model may train on: the v1 hash split of crisis_messages.txt and the v3 set."""
-    return [e for e in load_messages() if e.split == "test"] + load_heldout_v3()
+    """Every message no model may train on: the v1 hash split of crisis_messages.txt and the v3 and v4 sets."""
+    return [e for e in load_messages() if e.split == "test"] + load_heldout_v3() + load_heldout_v4()
 
 
 def near_held_out(examples: Iterable[Example], cutoff: float = NEAR_CUTOFF) -> list[str]:
@@ -170,6 +182,11 @@ def load_heldout_v2(path: Path | None = None) -> list[Example]:
 def load_heldout_v3(path: Path | None = None) -> list[Example]:
     """The fresh held-out messages of round 3 (v3): all test-only, never used for training or threshold choice."""
     return _test_only(path or DATA_DIR / HELDOUT_V3)
+
+
+def load_heldout_v4(path: Path | None = None) -> list[Example]:
+    """The fresh held-out messages of round 4 (v4): all test-only, never used for training or threshold choice."""
+    return _test_only(path or DATA_DIR / HELDOUT_V4)
 
 
 def load_replies(path: Path | None = None) -> list[Example]:
@@ -196,16 +213,20 @@ def load_meeting_openings() -> list[Example]:
             for s in load_scenarios("bundled") if s.setting == "meeting" and s.opening]
 
 
-def message_training_examples(untrained: Iterable[str] = (), extra: bool = True, round3: bool = True) -> list[Example]:
+def message_training_examples(untrained: Iterable[str] = (), extra: bool = True, round3: bool = True,
+                              round4: bool = True) -> list[Example]:
     """The message classifier's training examples, in training order: the training split of the labelled
     messages, of the everyday scenario openings and of the meeting openings, then (with `extra`) the round-2
-    training messages, then (with `round3`) the round-3 training messages and the retired v2 set; minus the
+    training messages, then (with `round3`) the round-3 training messages and the retired v2 set, then (with
+    `round4`) the round-4 training negatives; minus the
     categories in `untrained` (those a saved model predates) and the lines excluded as near-paraphrases of
     held-out lines."""
     skip = set(untrained)
     pool = load_messages() + load_ordinary() + load_meeting_openings() + (load_train_extra() if extra else [])
     if round3:
         pool += load_train_extra3() + load_retired_v2()
+    if round4:
+        pool += load_train_extra4()
     excluded = load_excluded()
     seen: set[str] = set()
     out = []

@@ -17,7 +17,8 @@ from mascot.safety import (CONCERN_ACTION, CRISIS_REPLY, HELP_NOTE, REPLY_REPLAC
 from mascot.safety_cli import REPORT
 from mascot.safety_data import (augment, held_out_messages, load_context_cases, load_excluded, load_heldout_v2, load_meeting_openings,
                                 load_heldout_v3, load_messages, load_ordinary, load_replies, load_retired_v2,
-                                load_train_extra, load_train_extra3, message_training_examples, near_held_out, split_of)
+                                load_heldout_v4, load_train_extra, load_train_extra3, load_train_extra4,
+                                message_training_examples, near_held_out, split_of)
 from mascot.safety_log import SafetyLog
 from mascot.safety_model import choose_threshold, message_thresholds, read_meta, threshold_for_fpr
 
@@ -68,7 +69,7 @@ def test_dataset_sizes_categories_and_disjoint_split():
 def _training_examples(meta: dict):
     """The training examples the saved model `meta` was fitted on (the round-2 lines only if it used them)."""
     return message_training_examples(meta.get("untrained_categories", []), extra=meta.get("train_extra", False),
-                                     round3=meta.get("round3", False))
+                                     round3=meta.get("round3", False), round4=meta.get("round4", False))
 
 
 def _norm(text: str) -> str:
@@ -88,6 +89,32 @@ def test_fresh_heldout_v3_loads_and_is_disjoint_from_training():
     assert not {_norm(e.text) for e in v3} & {_norm(e.text) for e in load_messages()}
 
 
+def test_fresh_heldout_v4_loads_and_is_disjoint_from_training():
+    """v4: 20 lines per category, every positive category, the hard-negative ones plus the two classes that chat
+    probes found misread (everyday frustrations, mundane plans and goodbyes); nothing of it is trained on."""
+    v4 = load_heldout_v4()
+    pos = [e for e in v4 if e.positive]
+    neg = [e for e in v4 if not e.positive]
+    assert len(pos) >= 195 and len(neg) >= 200  # three crisis lines that repeated older ones word for word were dropped
+    assert {e.category for e in pos} == POSITIVE_CATEGORIES
+    assert {e.category for e in neg} >= {"everyday_frustration", "mundane_plans_goodbyes", "figurative", "idioms"}
+    assert all(e.split == "test" for e in v4) and len({e.text for e in v4}) == len(v4)
+    train = {_norm(e.text) for e in message_training_examples()}
+    assert not {_norm(e.text) for e in v4} & train
+    assert not {_norm(e.text) for e in v4} & {_norm(e.text) for e in load_messages() + load_heldout_v3()}
+
+
+def test_round4_lines_are_training_only():
+    extra4 = load_train_extra4()
+    assert len(extra4) >= 200 and all(e.split == "train" for e in extra4)
+    assert {e.category for e in extra4 if not e.positive} == {"everyday_frustration", "everyday_distress",
+                                                               "mundane_plans_goodbyes", "figurative"}
+    assert {e.category for e in extra4 if e.positive} == {"active_ideation", "passive_ideation", "self_harm"}
+    pool = {e.text for e in message_training_examples()}
+    assert {e.text for e in extra4} - load_excluded() <= pool
+    assert not {e.text for e in extra4} & {e.text for e in message_training_examples(round4=False)}
+
+
 def test_v2_is_retired_into_the_round3_training_pool():
     v2, pool = load_retired_v2(), {e.text for e in message_training_examples()}
     assert len(v2) == len(load_heldout_v2()) and all(e.split == "train" for e in v2)
@@ -97,7 +124,7 @@ def test_v2_is_retired_into_the_round3_training_pool():
 
 @pytest.mark.slow
 def test_training_pool_is_far_from_held_out_lines():
-    """No training line is a copy or near-paraphrase (difflib >= 0.75) of a held-out line (v1 split or v3):
+    """No training line is a copy or near-paraphrase (difflib >= 0.75) of a held-out line (v1 split, v3, v4):
     crisis_train_excluded.txt lists exactly the lines this rule drops."""
     pool = message_training_examples()
     assert near_held_out(pool) == []
@@ -106,7 +133,8 @@ def test_training_pool_is_far_from_held_out_lines():
     excluded = load_excluded()
     assert excluded and not excluded & {e.text for e in pool}
     # and the list holds nothing else: every excluded line is a near-paraphrase of a held-out line
-    sources = load_messages() + load_train_extra() + load_train_extra3() + load_retired_v2() + load_ordinary() + load_meeting_openings()
+    sources = (load_messages() + load_train_extra() + load_train_extra3() + load_train_extra4() + load_retired_v2()
+               + load_ordinary() + load_meeting_openings())
     candidates = [e for e in sources if e.split == "train" and e.text in excluded]
     assert {e.text for e in candidates} == excluded
     assert set(near_held_out(candidates)) == excluded
@@ -161,7 +189,8 @@ def test_held_out_figures_reproduce_the_report():
         for key, value in reported[part]["overall"].items():
             assert now[part]["overall"][key]["k"] == value["k"] and now[part]["overall"][key]["n"] == value["n"]
     for part in ("patterns", "detector"):
-        assert now["heldout_v3"][part]["confusion"] == reported["heldout_v3"][part]["confusion"]
+        for key in ("heldout_v3", "heldout_v4"):
+            assert now[key][part]["confusion"] == reported[key][part]["confusion"]
     assert now["context"]["correct"] == reported["context"]["correct"]
     assert now["output_check"] == reported["output_check"]
     for part in ("ordinary", "meeting"):
