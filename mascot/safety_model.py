@@ -168,6 +168,7 @@ def save(name: str, fitted, meta: dict, root: Path = MODEL_DIR) -> Path:  # type
     out = root / name
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(str(out))
+    (out / "README.md").unlink(missing_ok=True)  # PEFT's empty model-card template; docs/safety.md describes the model
     meta = {**meta, "head": {"weight": head.weight.detach().reshape(-1).tolist(), "bias": float(head.bias.detach()[0])}}
     tmp = out / "classifier.json.tmp"
     tmp.write_text(json.dumps(meta, indent=1), encoding="utf-8")
