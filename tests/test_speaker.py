@@ -188,3 +188,28 @@ def test_fragment_replies_are_drawn_again_and_the_longest_kept(es_pack, fake_bac
     fake_backend.enqueue("Oh.", "That was your summer home.", "Sounds good.", "Oh.")  # only the first is drawn again
     got = sp.reply_batch([(anchor, roster, d, None), (anchor, roster, d, None)], seed=3)
     assert got == ["Sounds good.", "That was your summer home."] and not fake_backend.queue
+
+
+def test_a_copy_of_an_earlier_turn_is_drawn_again_and_never_shown(es_pack, fake_backend):
+    """A reply that repeats an earlier persona turn of the conversation ("Hello there! Welcome to my office!" twice
+    in one round) is drawn again; streamed, it is held back while its words are the start of an earlier turn, so the
+    copy never reaches the user. The user's own words may be echoed."""
+    from mascot.speaker import META_REDRAWS, Speaker, copying_so_far, earlier_turns, repeats_turn
+
+    anchor, catalyst, roster = es_pack.get("Anchor"), es_pack.get("Catalyst"), es_pack.active
+    d = Dialogue([Turn(USER, "My best friend is moving abroad."), Turn("Catalyst", "Hello there! Welcome to my office today.")])
+    earlier = earlier_turns(d)
+    assert earlier == [["hello", "there", "welcome", "to", "my", "office", "today"]]
+    assert repeats_turn("Hello there, welcome to my office today!", earlier)
+    assert not repeats_turn("My best friend is moving abroad.", earlier)  # echoing the user is not a repeat
+    assert copying_so_far("Hello there! Welc", earlier) and not copying_so_far("Hello there! I'm", earlier)
+    sp = Speaker(fake_backend)
+    fake_backend.enqueue("Hello there! Welcome to my office today.", "Moving away from a best friend is hard.")
+    streamed = list(sp.stream(anchor, roster, d, None, seed=6))
+    assert streamed[-1] == "Moving away from a best friend is hard." and not any("office" in s for s in streamed)
+    fake_backend.enqueue(*["Hello there! Welcome to my office today."] * (META_REDRAWS + 1))
+    assert sp.reply_batch([(anchor, roster, d, None)], seed=2) == ["Hello there! Welcome to my office today."]
+    fake_backend.enqueue("Hello there! Welcome to my office today.", "Oh.", "You two must be close.")
+    assert sp.reply_batch([(catalyst, roster, d, None)], seed=2) == ["You two must be close."]
+    fake_backend.enqueue("Hello there! Welcome to my office today.", "", "Oh.")  # a copy beats an empty reply
+    assert list(sp.stream(anchor, roster, d, None, seed=3))[-1] == "Hello there! Welcome to my office today."
