@@ -108,12 +108,10 @@ def test_round4_lines_are_training_only():
     extra4 = load_train_extra4()
     assert len(extra4) >= 200 and all(e.split == "train" for e in extra4)
     assert {e.category for e in extra4 if not e.positive} == {"everyday_frustration", "everyday_distress",
-                                                               "mundane_plans_goodbyes", "figurative", "short_everyday",
-                                                               "everyday_indecision"}
+                                                               "mundane_plans_goodbyes", "figurative", "short_everyday"}
     # the short chat lines the tests probe with are not training lines (the tests would only check memory)
     probes = {_norm(t) for t in ("hi", "thanks", "hello there", "tell me more", "I don't know",
-                                 "@Catalyst what do you think?", "This traffic is killing me", "I moved and feel lonely",
-                                 "I don't know what the right choice is.", "I just don't know if I should even try again.")}
+                                 "@Catalyst what do you think?", "This traffic is killing me", "I moved and feel lonely")}
     assert not probes & {_norm(e.text) for e in extra4}
     assert {e.category for e in extra4 if e.positive} == {"active_ideation", "passive_ideation", "self_harm"}
     pool = {e.text for e in message_training_examples()}
