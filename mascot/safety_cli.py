@@ -5,8 +5,8 @@ concern thresholds from the out-of-fold scores, fits the final classifier and wr
 `mascot/data/safety/model/`. `eval` scores the held-out sets (the hash split of `crisis_messages.txt`,
 `crisis_heldout_v3.txt`, the fresh `crisis_heldout_v4.txt`, and `crisis_heldout_v2.txt` for a model that
 predates round 3) with the pattern layer alone and the full detector: recall and false-positive rate with 95%
-Wilson intervals, per category, the confusion matrix, the context cases, the output check and latency; `--json` also writes the
-figures that docs/safety.md quotes and the tests re-check.
+Wilson intervals, per category, the confusion matrix, the context cases, the output check and latency; `--json`
+also writes the figures that docs/safety.md quotes and the tests re-check.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     t.add_argument("--no-augment", action="store_true", help="do not add a noisy variant of each training line")
     t.add_argument("--no-extra", action="store_true", help=f"leave out the round-2 training lines ({'crisis_train_extra.txt'})")
     t.add_argument("--no-round3", action="store_true", help="leave out the round-3 training lines and the retired v2 set")
-    t.add_argument("--no-round4", action="store_true", help="leave out the round-4 training negatives (crisis_train_extra4.txt)")
+    t.add_argument("--no-round4", action="store_true", help="leave out the round-4 training lines (crisis_train_extra4.txt)")
     t.add_argument("--lexical-weight", type=float, default=LEXICAL_WEIGHT,
                    help="weight of the character n-gram model in the message score, 0 to 1 (0: the encoder alone)")
     t.add_argument("--only", choices=["messages", "replies"], default=None)

@@ -13,8 +13,9 @@
   every line is test-only.
 - `crisis_heldout_v4.txt`: the fresh held-out set (v4) of round 4, written by a writer who saw none of the
   other files and committed before any model saw it; every line is test-only.
-- `crisis_train_extra4.txt`: round-4 training negatives (everyday frustrations, everyday distress, mundane
-  plans and goodbyes), written after chat probes found ordinary complaints read as a crisis; training-only.
+- `crisis_train_extra4.txt`: round-4 training messages (everyday frustrations, everyday distress, mundane
+  plans and goodbyes, short chat lines; relapse-framed crisis lines and short despair), written after chat
+  probes found ordinary complaints read as a crisis; training-only.
 - `crisis_train_excluded.txt`: training lines left out because they come within a difflib similarity of
   0.75 of a held-out line (v1, v3 or v4); `near_held_out` finds them and a test keeps the list complete.
 
@@ -137,8 +138,9 @@ def load_train_extra3() -> list[Example]:
 
 
 def load_train_extra4() -> list[Example]:
-    """The round-4 training negatives (everyday frustrations such as a scraped car with "no note", everyday
-    distress, mundane plans and goodbyes): all training-only."""
+    """The round-4 training messages: negatives (everyday frustrations such as a scraped car with "no note",
+    everyday distress, mundane plans and goodbyes, short chat lines, figurative "killing myself") and crisis lines
+    (relapse-framed ideation, short despair); all training-only."""
     return _training_only(DATA_DIR / TRAIN_EXTRA4)
 
 
@@ -218,7 +220,7 @@ def message_training_examples(untrained: Iterable[str] = (), extra: bool = True,
     """The message classifier's training examples, in training order: the training split of the labelled
     messages, of the everyday scenario openings and of the meeting openings, then (with `extra`) the round-2
     training messages, then (with `round3`) the round-3 training messages and the retired v2 set, then (with
-    `round4`) the round-4 training negatives; minus the
+    `round4`) the round-4 training messages; minus the
     categories in `untrained` (those a saved model predates) and the lines excluded as near-paraphrases of
     held-out lines."""
     skip = set(untrained)

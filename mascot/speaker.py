@@ -251,7 +251,7 @@ class Speaker:
         meta talk or a copy of an earlier turn."""
         msgs = self.messages(persona, roster, dialogue, directive)
         earlier = earlier_turns(dialogue)
-        best = ""
+        best, best_rank = "", _draw_rank("", earlier)
         for attempt in range(META_REDRAWS + 1):
             raw, text, shown = "", "", False
             with closing(self.backend.stream(msgs, self.params.with_(seed=_redraw_seed(seed, attempt)),
@@ -262,7 +262,7 @@ class Speaker:
                     if cut_meta_talk(text) != text:
                         break
                     # held back until it has MIN_REPLY_WORDS words (the safety guard shows nothing before four
-                    # words anyway) and cannot still turn into meta talk
+                    # words anyway) and can no longer turn into meta talk or a copy of an earlier turn
                     if shown or (count_words(text) >= MIN_REPLY_WORDS and not might_open_meta(text)
                                  and not copying_so_far(text, earlier)):
                         shown = True
@@ -270,8 +270,10 @@ class Speaker:
                 else:  # the final text ends at a sentence boundary
                     text = clean_reply(raw, persona, roster)
             kept = finish_sentence(cut_meta_talk(text))
-            best = kept if shown or _draw_rank(kept, earlier) > _draw_rank(best, earlier) else best
-            if shown or _acceptable(kept, earlier) or attempt == META_REDRAWS:
+            rank = _draw_rank(kept, earlier)
+            if shown or rank > best_rank:
+                best, best_rank = kept, rank
+            if shown or rank[0] or attempt == META_REDRAWS:
                 yield best
                 return
 
@@ -287,17 +289,20 @@ class Speaker:
         groups: dict[str | None, list[int]] = {}
         for i, (persona, *_rest) in enumerate(items):
             groups.setdefault(self.adapter_for(persona), []).append(i)
+        earlier = [earlier_turns(dialogue) for _, _, dialogue, _ in items]
+        ranks: list[tuple[bool, bool, bool, int]] = [_draw_rank("", e) for e in earlier]
         for adapter, idx in groups.items():
-            for attempt in range(META_REDRAWS + 1):  # as in `stream`: meta talk from the start, or a reply
-                chats = [self.messages(*items[i]) for i in idx]  # of a few words, is drawn again
+            # as in `stream`: meta talk from the start, a fragment or a copy of an earlier turn is drawn again
+            for attempt in range(META_REDRAWS + 1):
+                chats = [self.messages(*items[i]) for i in idx]
                 redo = []
                 for i, c in zip(idx, self.backend.generate(chats, params.with_(seed=_redraw_seed(seed, attempt)),
                                                            adapter=adapter)):
                     kept = finish_sentence(cut_meta_talk(clean_reply(c.text, items[i][0], items[i][1])))
-                    earlier = earlier_turns(items[i][2])
-                    if attempt == 0 or _draw_rank(kept, earlier) > _draw_rank(out[i], earlier):
-                        out[i] = kept
-                    if not _acceptable(out[i], earlier):
+                    rank = _draw_rank(kept, earlier[i])
+                    if attempt == 0 or rank > ranks[i]:
+                        out[i], ranks[i] = kept, rank
+                    if not ranks[i][0]:  # not acceptable yet
                         redo.append(i)
                 idx = redo
                 if not idx:
@@ -305,16 +310,12 @@ class Speaker:
         return out
 
 
-def _acceptable(text: str, earlier: list[list[str]]) -> bool:
-    """A draw that needs no redraw: at least MIN_REPLY_WORDS words and no copy of an earlier turn."""
-    return count_words(text) >= MIN_REPLY_WORDS and not repeats_turn(text, earlier)
-
-
 def _draw_rank(text: str, earlier: list[list[str]]) -> tuple[bool, bool, bool, int]:
-    """Which of several draws to keep: an acceptable one, then one of MIN_REPLY_WORDS words or more (a copy beats
-    an empty reply or a fragment), then one that copies nothing, then the longest."""
-    n = count_words(text)
-    return _acceptable(text, earlier), n >= MIN_REPLY_WORDS, not repeats_turn(text, earlier), n
+    """Which of several draws to keep, as a sortable tuple: an acceptable one first (at least MIN_REPLY_WORDS words
+    and no copy of an earlier turn: no redraw needed; element 0), then one of MIN_REPLY_WORDS words or more (a copy
+    beats an empty reply or a fragment), then one that copies nothing, then the longest."""
+    n, copy = count_words(text), repeats_turn(text, earlier)
+    return n >= MIN_REPLY_WORDS and not copy, n >= MIN_REPLY_WORDS, not copy, n
 
 
 def _redraw_seed(seed: int | None, attempt: int) -> int | None:
