@@ -13,11 +13,14 @@
   every line is test-only.
 - `crisis_heldout_v4.txt`: the fresh held-out set (v4) of round 4, written by a writer who saw none of the
   other files and committed before any model saw it; every line is test-only.
+- `crisis_heldout_v5.txt`: the fresh held-out set (v5), written after round 4 by two writers who saw none of the
+  project's files, with every line near (difflib >= 0.75) a training or older held-out line removed, and
+  committed before the shipped model read it; every line is test-only.
 - `crisis_train_extra4.txt`: round-4 training messages (everyday frustrations, everyday distress, mundane
   plans and goodbyes, short chat lines; relapse-framed crisis lines and short despair), written after chat
   probes found ordinary complaints read as a crisis; training-only.
 - `crisis_train_excluded.txt`: training lines left out because they come within a difflib similarity of
-  0.75 of a held-out line (v1, v3 or v4); `near_held_out` finds them and a test keeps the list complete.
+  0.75 of a held-out line (v1, v3, v4 or v5); `near_held_out` finds them and a test keeps the list complete.
 
 The held-out split is fixed per line by a hash of its text, so the training code can never see
 it and editing one line never moves the others between splits.
@@ -105,6 +108,7 @@ def load_messages(path: Path | None = None) -> list[Example]:
 HELDOUT_V2 = "crisis_heldout_v2.txt"
 HELDOUT_V3 = "crisis_heldout_v3.txt"
 HELDOUT_V4 = "crisis_heldout_v4.txt"
+HELDOUT_V5 = "crisis_heldout_v5.txt"
 TRAIN_EXTRA = "crisis_train_extra.txt"
 TRAIN_EXTRA3 = "crisis_train_extra3.txt"
 TRAIN_EXTRA4 = "crisis_train_extra4.txt"
@@ -164,8 +168,8 @@ def _comparable(text: str) -> str:
 
 
 def held_out_messages() -> list[Example]:
-    """Every message no model may train on: the v1 hash split of crisis_messages.txt and the v3 and v4 sets."""
-    return [e for e in load_messages() if e.split == "test"] + load_heldout_v3() + load_heldout_v4()
+    """Every message no model may train on: the v1 hash split of crisis_messages.txt and the v3, v4 and v5 sets."""
+    return [e for e in load_messages() if e.split == "test"] + load_heldout_v3() + load_heldout_v4() + load_heldout_v5()
 
 
 def near_held_out(examples: Iterable[Example], cutoff: float = NEAR_CUTOFF) -> list[str]:
@@ -189,6 +193,12 @@ def load_heldout_v3(path: Path | None = None) -> list[Example]:
 def load_heldout_v4(path: Path | None = None) -> list[Example]:
     """The fresh held-out messages of round 4 (v4): all test-only, never used for training or threshold choice."""
     return _test_only(path or DATA_DIR / HELDOUT_V4)
+
+
+def load_heldout_v5(path: Path | None = None) -> list[Example]:
+    """The fresh held-out messages written after round 4 (v5), read by the shipped model only: all test-only,
+    never used for training or threshold choice."""
+    return _test_only(path or DATA_DIR / HELDOUT_V5)
 
 
 def load_replies(path: Path | None = None) -> list[Example]:
