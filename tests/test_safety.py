@@ -17,7 +17,7 @@ from mascot.safety import (CONCERN_ACTION, CRISIS_REPLY, HELP_NOTE, REPLY_REPLAC
 from mascot.safety_cli import REPORT
 from mascot.safety_data import (augment, held_out_messages, load_context_cases, load_excluded, load_heldout_v2, load_meeting_openings,
                                 load_heldout_v3, load_messages, load_ordinary, load_replies, load_retired_v2,
-                                load_heldout_v4, load_train_extra, load_train_extra3, load_train_extra4,
+                                load_heldout_v4, load_heldout_v5, load_train_extra, load_train_extra3, load_train_extra4,
                                 message_training_examples, near_held_out, split_of)
 from mascot.safety_log import SafetyLog
 from mascot.safety_model import choose_threshold, message_thresholds, read_meta, threshold_for_fpr
@@ -104,6 +104,21 @@ def test_fresh_heldout_v4_loads_and_is_disjoint_from_training():
     assert not {_norm(e.text) for e in v4} & {_norm(e.text) for e in load_messages() + load_heldout_v3()}
 
 
+def test_fresh_heldout_v5_loads_and_is_disjoint_from_everything_else():
+    """v5: every positive category and the eleven hard-negative ones, each line unique, none in the training pool
+    or in an older held-out set (the slow test below checks that no training line is even near one)."""
+    v5 = load_heldout_v5()
+    pos = [e for e in v5 if e.positive]
+    neg = [e for e in v5 if not e.positive]
+    assert len(pos) >= 150 and len(neg) >= 150
+    assert {e.category for e in pos} == POSITIVE_CATEGORIES
+    assert {e.category for e in neg} == {e.category for e in load_heldout_v4() if not e.positive}
+    assert all(e.split == "test" for e in v5) and len({e.text for e in v5}) == len(v5)
+    assert not {_norm(e.text) for e in v5} & {_norm(e.text) for e in message_training_examples()}
+    older = load_messages() + load_heldout_v3() + load_heldout_v4()
+    assert not {_norm(e.text) for e in v5} & {_norm(e.text) for e in older}
+
+
 def test_round4_lines_are_training_only():
     extra4 = load_train_extra4()
     assert len(extra4) >= 200 and all(e.split == "train" for e in extra4)
@@ -128,7 +143,7 @@ def test_v2_is_retired_into_the_round3_training_pool():
 
 @pytest.mark.slow
 def test_training_pool_is_far_from_held_out_lines():
-    """No training line is a copy or near-paraphrase (difflib >= 0.75) of a held-out line (v1 split, v3, v4):
+    """No training line is a copy or near-paraphrase (difflib >= 0.75) of a held-out line (v1 split, v3, v4, v5):
     crisis_train_excluded.txt lists exactly the lines this rule drops."""
     pool = message_training_examples()
     assert near_held_out(pool) == []
@@ -195,7 +210,7 @@ def test_held_out_figures_reproduce_the_report():
         for key, value in reported[part]["overall"].items():
             assert now[part]["overall"][key]["k"] == value["k"] and now[part]["overall"][key]["n"] == value["n"]
     for part in ("patterns", "detector"):
-        for key in ("heldout_v3", "heldout_v4"):
+        for key in ("heldout_v3", "heldout_v4", "heldout_v5"):
             assert now[key][part]["confusion"] == reported[key][part]["confusion"]
     assert now["context"]["correct"] == reported["context"]["correct"]
     assert now["output_check"] == reported["output_check"]
