@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import gradio as gr
-import pandas as pd
 
 from app.security import admin_files
 from app.settings import Settings
@@ -23,6 +22,7 @@ from mascot.safe_paths import resolve_inside
 from mascot.train.configs import STEPS
 from mascot.train.recipes import list_recipes
 from mascot.train.launch import (
+    PLOT_METRICS,
     STAGES,
     get_stage,
     progress_dir,
@@ -101,6 +101,31 @@ def servable_copies(paths: list[str]) -> list[str]:
     return [str(shutil.copy2(p, out / Path(p).name)) for p in paths]
 
 
+def metric_figure(points: list[dict[str, Any]], metric: str) -> Any:
+    """One line per trainer step for `metric`, as a matplotlib figure (no pyplot state, safe across sessions).
+
+    A `gr.LinePlot` fixes its colour scale to the series of its first value: lines of series that appear later
+    (the next persona's trainer, another run) were drawn invisible, so the tab draws the figure itself."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(9, 3.2), dpi=100, layout="constrained")
+    ax = fig.add_subplot()
+    series: dict[str, list[tuple[float, float]]] = {}
+    for p in points:
+        series.setdefault(p["series"], []).append((p["step"], p["value"]))
+    for name, xy in series.items():
+        xs, ys = zip(*sorted(xy))
+        ax.plot(xs, ys, marker="." if len(xs) < 40 else None, label=name)
+    ax.set_xlabel("trainer step")
+    ax.set_ylabel(metric)
+    ax.grid(alpha=0.3)
+    if series:
+        ax.legend(loc="best", fontsize=8)
+    else:
+        ax.text(0.5, 0.5, f"no '{metric}' logged in this run yet", ha="center", va="center", transform=ax.transAxes)
+    return fig
+
+
 def render_admin_tab(settings: Settings) -> None:
     jobs = TrainingJobs(checkpoints_dir=settings.checkpoints_dir)
     recipes = list_recipes()
@@ -113,7 +138,7 @@ def render_admin_tab(settings: Settings) -> None:
         stage = gr.Radio([(st.title, name) for name, st in STAGES.items()], value="stage1", label="Stage")
     with gr.Row():
         recipe = gr.Dropdown(recipes, value="tiny-cpu" if "tiny-cpu" in recipes else recipes[0], label="Recipe")
-        max_steps = gr.Number(value=None, precision=0, label="Max steps per trainer (empty = recipe)", minimum=1)
+        max_steps = gr.Number(value=0, precision=0, label="Max steps per trainer (0 = the recipe's)", minimum=0)
         output = gr.Textbox(label="Output folder (empty = checkpoints/<run>)", placeholder="checkpoints/my-run")
     with gr.Row():
         only = gr.CheckboxGroup(list(STEPS), label="Steps to run (none ticked = all)")
@@ -124,8 +149,9 @@ def render_admin_tab(settings: Settings) -> None:
         stop_btn = gr.Button("Stop", variant="stop")
     state_md = gr.Markdown("No run started from this app yet.")
     status = gr.Dataframe(headers=STATUS_HEADERS, value=[], label="Steps", interactive=False, wrap=True)
-    plot = gr.LinePlot(pd.DataFrame({"step": [], "value": [], "series": []}), x="step", y="value", color="series",
-                       label="Metrics per trainer step", height=320)
+    metric = gr.Dropdown(list(PLOT_METRICS), value=PLOT_METRICS[0], label="Metric to plot (one line per trainer)")
+    plot = gr.Plot(label="Metric per trainer step")
+    plotted = gr.State(None)  # what the plot shows now: (folder, metric, points), redrawn only when it changes
     log_box = gr.Textbox(label="Log (last lines)", lines=12, max_lines=12, autoscroll=True, interactive=False)
     timer = gr.Timer(2.0)
 
@@ -157,11 +183,13 @@ def render_admin_tab(settings: Settings) -> None:
     def stop() -> str:
         return "**Stopped.**" if jobs.stop() else "No run is in progress."
 
-    def refresh(stg: str, rec: str, out: str) -> tuple[Any, ...]:
+    def refresh(stg: str, rec: str, out: str, key: str | None, shown: Any) -> tuple[Any, ...]:
         folder = follow_dir(jobs, rec, out, settings, stg)
         events = read_progress(folder / "progress.jsonl") if folder else []
-        pts = metric_points(events)
-        frame = pd.DataFrame(pts) if pts else pd.DataFrame({"step": [], "value": [], "series": []})
+        key = key or PLOT_METRICS[0]
+        pts = metric_points(events, (key,))
+        now = (str(folder), key, len(pts), pts[-1]["value"] if pts else None)
+        fig = gr.skip() if now == shown else metric_figure(pts, key)
         job = jobs.job
         if job is not None:
             head = f"**{job.state()}** · `{job.output}`"
@@ -169,7 +197,7 @@ def render_admin_tab(settings: Settings) -> None:
         else:
             head = f"Following `{folder}` (no run started from this app)." if folder else "Nothing to follow."
             log_text = tail(folder / "train.log") if folder else ""
-        return head, status_rows(events), frame, log_text
+        return head, status_rows(events), fig, log_text, now
 
     def list_runs() -> tuple[Any, Any]:
         cards = finished_runs(settings.checkpoints_dir)
@@ -190,6 +218,8 @@ def render_admin_tab(settings: Settings) -> None:
     stage.change(pick_stage, stage, [recipe, only])
     start_btn.click(start, [stage, recipe, max_steps, output, only, overrides], state_md)
     stop_btn.click(stop, None, state_md)
-    timer.tick(refresh, [stage, recipe, output], [state_md, status, plot, log_box])
+    follow = ([stage, recipe, output, metric, plotted], [state_md, status, plot, log_box, plotted])
+    timer.tick(refresh, *follow)
+    metric.change(refresh, *follow)
     refresh_btn.click(list_runs, None, [runs_table, run_pick])
     run_pick.change(show_card, run_pick, [card_md, curves_gallery])

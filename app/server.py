@@ -11,7 +11,7 @@ from __future__ import annotations
 import html
 import logging
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, RedirectResponse
 
 from app.admin_auth import ENABLE_HELP, admin_checker
@@ -32,6 +32,17 @@ def _disabled_admin(server: FastAPI) -> None:
                              methods=["GET", "POST"])
 
 
+def _add_slash(server: FastAPI, prefix: str) -> None:
+    """`prefix` without its trailing slash (what people type, and what the start-up line prints) redirects to the
+    mounted app at `prefix/`, keeping the query string (an annotator's study and id): Starlette's mount matches
+    only `prefix/...`, so the bare path would fall through to the chat app at `/` and answer Not Found."""
+    def redirect(request: Request) -> RedirectResponse:
+        query = request.url.query
+        return RedirectResponse(f"{prefix}/" + (f"?{query}" if query else ""), status_code=307)
+
+    server.add_api_route(prefix, redirect, include_in_schema=False, methods=["GET", "HEAD"])
+
+
 def build_server(settings: Settings, engine: Engine | None = None) -> FastAPI:
     """A FastAPI app with /annotate and /admin mounted before the public chat at / (so they win).
 
@@ -46,6 +57,7 @@ def build_server(settings: Settings, engine: Engine | None = None) -> FastAPI:
         from app.annotate_page import build_annotate_page
 
         annotate = build_annotate_page(settings)
+        _add_slash(server, "/annotate")
         server = mount_app(server, annotate, "/annotate", settings, blocked=[private.root])
     except ImportError as exc:  # the annotation extra is part of the default install; this is a guard
         log.warning("annotator page unavailable: %s", exc)
@@ -60,6 +72,7 @@ def build_server(settings: Settings, engine: Engine | None = None) -> FastAPI:
 
         admin = build_admin_app(settings)
         private.adopt(admin)
+        _add_slash(server, "/admin")
         server = mount_app(server, admin, "/admin", settings, allowed=[private.root], auth=check,
                            auth_message="MASCOT researcher login")
     main = build_app(settings, engine)

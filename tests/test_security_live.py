@@ -269,6 +269,23 @@ def test_every_protected_endpoint_without_and_with_wrong_credentials(live: Live)
                 assert TALLY.record("researcher/chat endpoint on the annotator-only server", refused), (prefix, path)
 
 
+def test_bare_prefixes_redirect_to_their_apps(live: Live) -> None:
+    """`/annotate` and `/admin` as people type them (and as the start-up line prints them) reach the app at the
+    slashed path, an annotator's query kept; the redirect opens nothing that the slashed path would not."""
+    client = httpx.Client(timeout=30)
+    r = client.get(f"{live.base}/annotate?study=s1&annotator=a1")
+    assert r.status_code == 307 and r.headers["location"] == "/annotate/?study=s1&annotator=a1"
+    r = client.get(f"{live.base}/admin")
+    if live.mode in ("default", "auth"):
+        assert r.status_code == 307 and r.headers["location"] == "/admin/"
+        page = client.get(f"{live.base}/admin", follow_redirects=True)
+        assert "Create a study" not in page.text and "Output folder" not in page.text  # still behind the login
+    elif live.mode == "admin-off":
+        assert r.status_code == 403 and "MASCOT_ADMIN_PASSWORD" in r.text
+    else:
+        assert r.status_code in (403, 404, 405) or "/admin" not in r.headers.get("location", "")
+
+
 def test_public_api_lists_only_chat(live: Live) -> None:
     if live.mode == "annotate-only":
         pytest.skip("no public chat app in this mode")
@@ -303,7 +320,7 @@ def test_admin_paths_are_confined(live: Live) -> None:
     outside = live.root / "outside"
     outside.mkdir()
     (live.root / "checkpoints" / "escape").symlink_to(outside)
-    start = _dep_with_labels(cfg, "Stage", "Recipe", "Max steps per trainer (empty = recipe)",
+    start = _dep_with_labels(cfg, "Stage", "Recipe", "Max steps per trainer (0 = the recipe's)",
                              "Output folder (empty = checkpoints/<run>)", "Steps to run (none ticked = all)",
                              "Overrides (field=value per line)")
     attempts = [("tiny-cpu", "../../evil", ""), ("tiny-cpu", str(outside / "run"), ""),

@@ -27,6 +27,23 @@ def test_admin_tab_renders_and_parses_overrides(tmp_path: Path) -> None:
         parse_overrides("nonsense")
 
 
+def test_metric_figure_draws_one_line_per_trainer_of_the_shipped_run() -> None:
+    """The shipped run's reward curves: one line per persona's GRPO trainer, 30 steps each, every series drawn
+    (a line plot with a colour scale fixed at its first value drew later series invisible)."""
+    from app.admin_tab import metric_figure
+    from mascot.train.launch import metric_points
+    from mascot.train.progress import read_jsonl
+
+    events = read_jsonl(Path(__file__).resolve().parents[1] / "checkpoints" / "tiny-cpu" / "progress.jsonl")
+    pts = metric_points(events, ("reward",))
+    fig = metric_figure(pts, "reward")
+    lines = fig.axes[0].get_lines()
+    assert sorted(line.get_label() for line in lines) == ["grpo:anchor", "grpo:beacon", "grpo:catalyst"]
+    assert all(len(line.get_xdata()) == 30 for line in lines)
+    empty = metric_figure([], "loss")
+    assert not empty.axes[0].get_lines() and "no 'loss'" in empty.axes[0].texts[0].get_text()
+
+
 def test_stop_ends_the_process_group_and_one_job_at_a_time(tmp_path: Path) -> None:
     jobs = TrainingJobs(checkpoints_dir=tmp_path)
     # a stand-in for a training run: a parent with a child, in its own session like `start` creates

@@ -197,6 +197,37 @@ def test_launcher_command_and_progress_tables(tmp_path: Path) -> None:
     assert {p["series"] for p in pts} == {"grpo:anchor reward", "grpo:anchor rewards/format_reward/mean"}
 
 
+def test_progress_tables_of_a_resumed_run_show_its_last_invocation() -> None:
+    """A folder trained, then resumed (the GRPO step skipped as finished): the table shows the last invocation,
+    a warm start left 'running' by an older run that finished reads done, and each trainer's curve is the one of
+    the invocation that trained it, drawn once (not once per invocation)."""
+    from mascot.train.launch import invocations, metric_points, status_rows
+
+    def run(t0: float, grpo_trained: bool) -> list[dict]:
+        rows = [{"time": t0, "step": "run", "status": "started"},
+                {"time": t0 + 1, "step": "generate", "status": "skipped", "message": "finished earlier"}]
+        if grpo_trained:
+            rows += [{"time": t0 + 2, "step": "sft:anchor", "status": "metrics", "done": 5, "total": 5, "metrics": {"loss": 2.0}},
+                     {"time": t0 + 3, "step": "grpo:anchor", "status": "started"}]
+            rows += [{"time": t0 + 4 + k, "step": "grpo:anchor", "status": "metrics", "done": k + 1, "total": 3,
+                      "metrics": {"reward": 0.1 * k, "loss": 1.0}} for k in range(3)]
+            rows += [{"time": t0 + 8, "step": "grpo:anchor", "status": "done", "done": 3, "total": 3},
+                     {"time": t0 + 8.5, "step": "grpo:anchor", "status": "skipped", "message": "finished earlier"}]
+        else:
+            rows.append({"time": t0 + 2, "step": "grpo:anchor", "status": "skipped", "message": "finished earlier"})
+        return rows + [{"time": t0 + 9, "step": "run", "status": "done"}]
+
+    events = run(100.0, True) + run(200.0, True) + run(300.0, False)
+    assert len(invocations(events)) == 3
+    rows = {r[0]: r for r in status_rows(events)}
+    assert rows["generate"][1] == "skipped" and rows["generate"][4] == 0.0  # timed within the last invocation
+    assert rows["grpo:anchor"][1] == "skipped" and rows["sft:anchor"][1] == "done"
+    first = status_rows(run(100.0, True))
+    assert {r[0]: r[1] for r in first}["grpo:anchor"] == "done"  # another worker's skip does not undo a done
+    pts = metric_points(events, ("reward",))
+    assert {p["series"] for p in pts} == {"grpo:anchor"} and [p["step"] for p in pts] == [1, 2, 3]
+
+
 def test_configs_does_not_import_recipes() -> None:
     """The dependency runs one way: recipes -> configs (issue 11)."""
     import ast

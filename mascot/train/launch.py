@@ -192,14 +192,47 @@ class TrainingJobs:
 
 
 # ------------------------------------------------------------------- reading progress
-def status_rows(events: list[dict[str, Any]]) -> list[list[Any]]:
-    """One row per step: [step, status, done/total, last update, elapsed s, message]."""
-    rows: dict[str, dict[str, Any]] = {}
+def invocations(events: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """The events of each `python -m mascot train` invocation on one output folder, oldest first: a folder that
+    was resumed or partly redone holds several (each opens with a `run` `started` event)."""
+    runs: list[list[dict[str, Any]]] = []
     for e in events:
+        if (e.get("step") == "run" and e.get("status") == "started") or not runs:
+            runs.append([])
+        runs[-1].append(e)
+    return runs
+
+
+def latest_events(events: list[dict[str, Any]], metrics_only: bool = False) -> list[dict[str, Any]]:
+    """Each step's events from the last invocation that logged it (with `metrics_only`, the last one that logged
+    its metrics: a step skipped as finished keeps the curve of the invocation that trained it). A step still
+    'running' in an invocation that ended with the run 'done' is shown done (older runs did not log the end of
+    the warm start)."""
+    chosen: dict[str, list[dict[str, Any]]] = {}
+    for run in invocations(events):
+        finished = any(e.get("step") == "run" and e.get("status") == "done" for e in run)
+        mine: dict[str, list[dict[str, Any]]] = {}
+        for e in run:
+            mine.setdefault(e.get("step", "?"), []).append(e)
+        for step, rows in mine.items():
+            if metrics_only and not any(r.get("status") == "metrics" for r in rows):
+                continue
+            if finished and rows[-1].get("status") == "metrics":
+                rows = [*rows, {**rows[-1], "status": "done", "metrics": None, "message": ""}]
+            chosen[step] = rows
+    return [e for rows in chosen.values() for e in rows]
+
+
+def status_rows(events: list[dict[str, Any]]) -> list[list[Any]]:
+    """One row per step of its last invocation: [step, status, done/total, last update, elapsed s, message]."""
+    rows: dict[str, dict[str, Any]] = {}
+    for e in latest_events(events):
         step = e.get("step", "?")
         r = rows.setdefault(step, {"status": "", "done": None, "total": None, "start": e.get("time"), "time": None, "message": ""})
         if e.get("status") == "started":
             r["start"] = e.get("time")
+        if r["status"] == "done" and e.get("status") == "skipped":  # another worker of the same run skipping it
+            continue
         if e.get("status") != "metrics" or r["status"] in ("", "started", "progress"):
             r["status"] = {"metrics": "running", "progress": "running"}.get(e["status"], e["status"])
         r["time"] = e.get("time")
@@ -211,7 +244,7 @@ def status_rows(events: list[dict[str, Any]]) -> list[list[Any]]:
             r["message"] = e["message"]
     out = []
     for step, r in rows.items():
-        frac = f"{r['done']}/{r['total']}" if r["done"] is not None and r["total"] else ("" if r["done"] is None else str(r["done"]))
+        frac = f"{r['done']}/{r['total']}" if r["done"] is not None and r["total"] else ("" if not r["done"] else str(r["done"]))
         when = time.strftime("%H:%M:%S", time.localtime(r["time"])) if r["time"] else ""
         elapsed = round(r["time"] - r["start"], 1) if r["time"] and r["start"] else None
         out.append([step, r["status"], frac, when, elapsed, r["message"][:200]])
@@ -219,20 +252,22 @@ def status_rows(events: list[dict[str, Any]]) -> list[list[Any]]:
 
 
 def metric_points(events: list[dict[str, Any]], metrics: tuple[str, ...] = PLOT_METRICS) -> list[dict[str, Any]]:
-    """Long-format points `{step, series, value}` for a line plot: series = "<trainer step name> <metric>"."""
+    """Long-format points `{step, series, value}` for a line plot, from each trainer step's last invocation
+    that trained it: series = "<trainer step name> <metric>" (just the trainer step name for one metric)."""
     pts = []
-    for e in events:
+    for e in latest_events(events, metrics_only=True):
         if e.get("status") != "metrics" or not e.get("metrics"):
             continue
         for key in metrics:
             v = e["metrics"].get(key)
-            if isinstance(v, (int, float)) and not isinstance(v, bool):
-                pts.append({"step": e.get("done") or 0, "series": f"{e.get('step')} {key}", "value": float(v)})
-            elif isinstance(v, str):
-                try:
-                    pts.append({"step": e.get("done") or 0, "series": f"{e.get('step')} {key}", "value": float(v)})
-                except ValueError:
-                    pass
+            if isinstance(v, bool) or not isinstance(v, (int, float, str)):
+                continue
+            try:
+                value = float(v)
+            except ValueError:
+                continue
+            series = str(e.get("step")) if len(metrics) == 1 else f"{e.get('step')} {key}"
+            pts.append({"step": e.get("done") or 0, "series": series, "value": value})
     return pts
 
 

@@ -134,6 +134,7 @@ def warm_start(cfg: Stage1Config, name: str, rows: list[dict[str, Any]], model: 
     trainer = SFTTrainer(model=model, args=args, train_dataset=data, processing_class=tokenizer,
                          peft_config=speaker_lora_config(cfg, num_layers(model)),
                          callbacks=[make_trainer_callback(log, f"sft:{name}")])
+    log.event(f"sft:{name}", "started", 0, args.max_steps if args.max_steps and args.max_steps > 0 else None)
     trainer.train()
     losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
     peft_model = trainer.model
@@ -144,6 +145,7 @@ def warm_start(cfg: Stage1Config, name: str, rows: list[dict[str, Any]], model: 
                "mean_target_score": round(sum(r["score"] for r in rows) / len(rows), 3),
                "seconds": round(time.time() - t0, 1)}
     del trainer
+    log.event(f"sft:{name}", "done", metrics["steps"], metrics["steps"], metrics)
     return peft_model, metrics
 
 
