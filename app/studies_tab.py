@@ -235,7 +235,7 @@ def render_studies_tab(settings: Settings, *, store: StudyStore | None = None) -
             rate = gr.Number(0.0, label="Attention-check rate", minimum=0, maximum=0.9)
             min_s = gr.Number(0.0, label="Flag votes faster than (s)", minimum=0)
             hold = gr.Number(30.0, label="Hold minutes", minimum=1)
-            per = gr.Number(None, label="Tasks per annotator (empty = no limit)", precision=0)
+            per = gr.Number(0, label="Tasks per annotator (0 = no limit)", precision=0, minimum=0)
             code = gr.Textbox(label="Completion code (optional)")
         create_btn = gr.Button("Create study", variant="primary")
     with gr.Accordion("Import", open=False):
