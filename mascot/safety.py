@@ -101,6 +101,23 @@ ESCALATION = re.compile(
     r"(?:got|have|bought|ready) (?:the |my |some )?(?:pills|rope|gun|blade|razor)|wrote (?:letters|a letter|goodbye)|"
     r"goodbye (?:note|letter)s?|going there tonight|after every(?:one|body)(?:'s| is) asleep)", re.I)
 
+# Indecision: "should I", "I don't know if/what", "not sure whether". Found in multi-turn chat probes: after a failed
+# driving test "I just don't know if I should even try again." scored 0.95, a sick cat's surgery "I don't know what
+# the right choice is." 0.81 and "Not sure if I should tell my mom." 0.87, so the crisis reply replaced the group
+# (round 4c's indecision training lines cost recall and were not shipped). Decided alone, such a line with no word
+# of harm (`HARM_WORDS`) and none of going on living (`DESPAIR_WORDS`: "I don't know if I can keep going" stays a
+# crisis) is at most *concern*: Anchor asks about safety and names where to get help instead. Checked before
+# shipping against v1, v3, v4, v5, the training pool and the everyday openings: no held-out crisis line falls
+# under the rule (tests/test_safety.py::test_indecision_alone_is_at_most_concern).
+INDECISION = re.compile(
+    r"\b(?:i (?:just |really |honestly )?(?:don'?t|do not) know (?:if|whether|what|which|how)|"
+    r"(?:not|never) (?:sure|certain) (?:if|whether|what|which)|i can'?t (?:decide|choose|make up my mind)|"
+    r"should i (?:even |just |really )?(?:try|bother|keep|go|do|say|tell|choose|pick|take|stay|leave|quit)|"
+    r"torn between|what (?:the right|the best) (?:choice|decision|thing) is)", re.I)
+DESPAIR_WORDS = re.compile(
+    r"\b(?:keep going|go on|carry on|be here|here anymore|live|living|lives?|alive|exist\w*|make it|hold on|"
+    r"survive|wak(?:e|ing) up|point|anymore|disappear\w*|gone|end|ending|over|escape|stop)\b", re.I)
+
 # Words of self-harm, death and means. In a conversation the input check found ordinary (tier *none*), the reply
 # classifier may only replace a sentence that uses one of them: on its own it replaced 4 of 48 ordinary persona
 # replies ("The cat is out of the game.", 0.98; benchmarks/reply_false_positives.py). Once the user's message is
@@ -279,6 +296,8 @@ class CrisisDetector:
                     return _result(NONE, s_msg, "classifier-short")  # "hello there", "tell me more" (see SHORT_WORDS)
             if harmless_words and tier == CRISIS and ESCALATION.search(norm):
                 return _result(CONCERN, s_msg, "classifier-plan")  # a plan or a time alone (see ESCALATION)
+            if harmless_words and tier == CRISIS and INDECISION.search(norm) and not DESPAIR_WORDS.search(norm):
+                return _result(CONCERN, s_msg, "classifier-indecision")  # "should I ...?" alone (see INDECISION)
             return _result(tier, s_msg, "classifier")
         window = "\n".join([*previous, clean])
         earlier = "\n".join(_clip(t) for t in history[-CONTEXT_TURNS:] if t and _has_words(t))

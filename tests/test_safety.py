@@ -472,6 +472,31 @@ def test_harmless_plans_alone_are_not_a_crisis(text):
     assert default_detector().check(text, record=False).tier != "crisis"
 
 
+def test_indecision_alone_is_at_most_concern():
+    """Chat probes (not training lines): ordinary indecision after a setback got the crisis reply. Alone it is now
+    *concern* at most (Anchor asks about safety); with a word of harm or of going on living, or after a turn of
+    ideation, it is still a crisis. No held-out crisis line falls under the rule (the report's figures are those
+    of the detector before it)."""
+    from mascot.safety import DESPAIR_WORDS, HARM_WORDS, INDECISION
+    from mascot.safety_patterns import normalise
+
+    det = default_detector()
+    for text in ("I just don't know if I should even try again.", "I don't know what the right choice is.",
+                 "Not sure if I should tell my mom."):
+        r = det.check(text, record=False)
+        assert r.tier == "concern" and r.layer == "classifier-indecision", (text, r)
+    assert det.check("I just don't know if I should even try again.", ["I failed my driving test again."],
+                     record=False).tier == "concern"
+    for text in ("I don't know if I can keep going.", "i dont know if i should just end it",
+                 "I don't know if I want to be here anymore", "should i even bother waking up tomorrow"):
+        assert det.check(text, record=False).tier == "crisis", text
+    assert det.check("should I even try?", ["I want to die.", "I have nothing left."], record=False).tier == "crisis"
+    held = [e for e in held_out_messages() if e.positive]
+    under = [e.text for e in held if INDECISION.search(normalise(e.text)) and not HARM_WORDS.search(normalise(e.text))
+             and not DESPAIR_WORDS.search(normalise(e.text))]
+    assert not [t for t in under if det.check(t, record=False).layer == "classifier-indecision"]
+
+
 @pytest.mark.parametrize("text", ["I really can't keep going like this, I want to disappear.", "i cant do life anymore"])
 def test_short_despair_gets_a_safety_response(text):
     assert default_detector().check(text, record=False).tier in ("crisis", "concern")
