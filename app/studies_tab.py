@@ -254,13 +254,14 @@ def render_studies_tab(settings: Settings, *, store: StudyStore | None = None) -
                 maximum=1,
             )
             stats_btn = gr.Button("Compute statistics", variant="primary")
-        comp = gr.Dataframe(label="Pairwise preferences (two-sided sign test, ties excluded; Holm-adjusted)")
-        chart = gr.Image(label="Preference chart (Figure 7 style)", type="filepath", interactive=False)
-        notes = gr.Markdown("")
-        with gr.Row():
-            bt = gr.Dataframe(label="Bradley-Terry ratings (95% bootstrap CI)")
-            ratings = gr.Dataframe(label="Ratings (Wilcoxon signed-rank)")
-        quality = gr.Dataframe(label="Annotators")
+        with gr.Column(visible=False) as results:  # shown once statistics exist (empty tables read "1 2 3")
+            comp = gr.Dataframe(label="Pairwise preferences (two-sided sign test, ties excluded; Holm-adjusted)")
+            chart = gr.Image(label="Preference chart (Figure 7 style)", type="filepath", interactive=False)
+            notes = gr.Markdown("")
+            with gr.Row():
+                bt = gr.Dataframe(label="Bradley-Terry ratings (95% bootstrap CI)")
+                ratings = gr.Dataframe(label="Ratings (Wilcoxon signed-rank)")
+            quality = gr.Dataframe(label="Annotators")
     with gr.Accordion("Downloads", open=False):
         export_btn = gr.Button("Prepare downloads")
         files = gr.File(label="Exports", file_count="multiple", interactive=False)
@@ -287,5 +288,5 @@ def render_studies_tab(settings: Settings, *, store: StudyStore | None = None) -
         lambda s, f, m: compute_stats(store, s, f, m, out_dir),
         [study, exclude_fast, min_acc],
         [comp, bt, ratings, notes, quality, chart],
-    )
+    ).success(lambda: gr.Column(visible=True), None, results)
     export_btn.click(lambda s: build_exports(store, s, out_dir), [study], [files])

@@ -3,6 +3,8 @@ public app at / shows the chat only, with no Studies or Train tab."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from app.settings import Settings
@@ -40,6 +42,48 @@ def test_admin_login_then_studies(browser, base, tmp_path):
         assert tab("Train", page).count() == 1
         page.get_by_text("Create a study").first.wait_for(timeout=30_000)
         page.screenshot(path=str(tmp_path / "admin.png"), full_page=True)
+
+
+def _login(page, base: str) -> None:
+    page.goto(f"{base}/admin")  # the address the start-up line prints, without the trailing slash
+    page.get_by_label("username").fill("admin")
+    page.get_by_label("password").fill(PASSWORD)
+    page.get_by_role("button", name="Login").click()
+    tab("Studies", page).wait_for(timeout=60_000)
+
+
+def test_statistics_appear_once_computed_and_train_draws_curves(browser, port, tmp_path):
+    """A study with judgments: the result tables stay hidden until 'Compute statistics' (empty tables read
+    "1 2 3"), then show the sign test; the Train tab draws the followed run's reward curves as a figure."""
+    import shutil
+
+    from annotation.importing import import_judgments, import_pairs
+    from annotation.schemas import StudyConfig
+    from tests.annotation_fixtures import make_store, pair_line, write_jsonl
+
+    store = make_store(tmp_path)
+    store.create_study(config=StudyConfig(id="ed-1", annotators_per_item=1))
+    import_pairs(store, study_id="ed-1", path=write_jsonl(tmp_path / "p.jsonl", [pair_line(f"i{n}") for n in range(8)]))
+    (tmp_path / "j.csv").write_text("item_id,annotator,choice\n" + "".join(f"i{n},u1,MASCOT\n" for n in range(8)))
+    import_judgments(store, study_id="ed-1", path=tmp_path / "j.csv")
+    run = tmp_path / "checkpoints" / "tiny-cpu"
+    run.mkdir(parents=True)
+    shutil.copy(Path(__file__).resolve().parents[2] / "checkpoints" / "tiny-cpu" / "progress.jsonl", run)
+    settings = Settings(data_dir=str(tmp_path), backend="fake", mode="round-robin", port=port,
+                        checkpoints_dir=str(tmp_path / "checkpoints"), admin_password=PASSWORD)
+    with served(settings) as url, new_page(browser) as page:
+        _login(page, url)
+        table = page.get_by_text("Pairwise preferences (two-sided sign test", exact=False)
+        assert table.count() == 0 or not table.first.is_visible()
+        page.get_by_label("Study", exact=True).click()
+        page.get_by_role("option", name="ed-1").click()
+        page.get_by_role("button", name="Compute statistics").click()
+        table.first.wait_for(state="visible", timeout=60_000)
+        page.get_by_text("MASCOT").first.wait_for(timeout=30_000)
+        tab("Train", page).click()
+        page.get_by_text("grpo:anchor").first.wait_for(timeout=30_000)  # the steps table follows the run
+        page.locator("img[src^='data:image/']").first.wait_for(timeout=30_000)  # the figure, drawn (webp)
+        page.screenshot(path=str(tmp_path / "train.png"), full_page=True)
 
 
 def test_public_app_has_no_researcher_tabs(browser, base):
