@@ -33,6 +33,17 @@ def test_stage_directions_are_found_and_removed(es_pack):
     assert not has_stage_direction("Try a walk. (It helps me too.) Then rest.") and not has_stage_direction("Okay. (base)")
 
 
+def test_emoji_and_hashtag_runs_are_trimmed(es_pack):
+    """A reply that ends in a dozen emoji or a row of hashtags keeps its words and one emoji; a single emoji
+    (with its skin tone or joiner sequence) is left alone, everywhere clean_reply runs (chat, training, eval)."""
+    beacon, roster = es_pack.get("Beacon"), es_pack.active
+    assert clean_reply("I'm here to support you every step of the way! 🚀💡🏼👨‍🔬🎉💪🔥🔮🐦✨", beacon, roster) == \
+        "I'm here to support you every step of the way! 🚀"
+    assert clean_reply("You did it. 🎉 🎉 🎉 #Proud #Growth #YouGotThis", beacon, roster) == "You did it. 🎉"
+    for kept in ("I'm glad you reached out! 😊 That matters.", "Great job 👍🏽 keep going.", "Tip #1: breathe slowly."):
+        assert clean_reply(kept, beacon, roster) == kept
+
+
 def test_meta_talk():
     assert has_meta_talk("As an AI, I cannot feel.") and not has_meta_talk("I am here with you.")
     for line in ("Here's a revised version of your text.", "Here is the revised text.", "Here is your next message."):
