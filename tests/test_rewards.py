@@ -107,7 +107,7 @@ def test_composite_reward_matches_paper_weights(es_pack: PersonaPack) -> None:
 
 
 def test_registry_names_and_errors(es_pack: PersonaPack) -> None:
-    assert set(REWARDS) == {"persona_rm", "format", "judge", "mood"}
+    assert set(REWARDS) == {"persona_rm", "format", "judge", "relevance", "mood"}
     ctx = RewardContext(personas=es_pack.active, roster=es_pack.active)
     with pytest.raises(ConfigError, match="Valid reward names"):
         get_reward_funcs(["nope"], ctx)
@@ -115,6 +115,8 @@ def test_registry_names_and_errors(es_pack: PersonaPack) -> None:
         get_reward_funcs(["persona_rm"], ctx)
     with pytest.raises(ConfigError, match="judge"):
         get_reward_funcs(["judge"], ctx)
+    with pytest.raises(ConfigError, match="'relevance' reward needs a judge"):
+        get_reward_funcs(["relevance"], ctx)
 
 
 def test_rm_prompt_layout(es_pack: PersonaPack) -> None:
@@ -148,6 +150,15 @@ def test_judge_reward_is_z_scored_per_group_and_skips_invalid(es_pack: PersonaPa
             persona=["Anchor"] * 5, context=[c1, c1, c1, c2, c2], log_metric=logged.__setitem__)
     assert out[:2] == pytest.approx([-1.0, 1.0]) and out[2] is None and out[3:] == pytest.approx([-1.0, 1.0])
     assert logged["judge/raw_mean"] == pytest.approx((2 + 4 + 1 + 3) / 4) and f.__name__ == "judge_reward"
+    # the relevance reward reads one criterion only: here relevance is the aggregate's opposite
+    relevant = _Judge()
+    relevant.score_batch = lambda items: [Verdict({**{k: 3.0 for k in CRITERIA}, "relevance": 6.0 - min(5, len(it.response.split()))}, True)
+                                          for it in items]
+    (g,) = get_reward_funcs(["relevance"], RewardContext(personas=es_pack.active, roster=es_pack.active, judge=relevant))
+    logged.clear()
+    out = g([conv("a b"), conv("a b c d")], persona=["Anchor"] * 2, context=[c1, c1], log_metric=logged.__setitem__)
+    assert out == pytest.approx([1.0, -1.0]) and logged["relevance/raw_mean"] == pytest.approx(3.0)
+    assert g.__name__ == "relevance_reward"
 
 
 def test_mood_reward_penalises_celebrating_distress_only(es_pack: PersonaPack) -> None:

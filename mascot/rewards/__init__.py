@@ -67,28 +67,44 @@ def _replies(ctx: RewardContext) -> Callable[[list[Any], list[str], list[str]], 
     return read
 
 
-def _judge(ctx: RewardContext) -> RewardFunc:
-    """The judge's aggregate (1-5) z-scored within each group, like `persona_rm` (so the two have the same
-    scale under `reward_weights`); invalid verdicts give None (ignored by TRL). The raw aggregate is logged
-    as `judge/raw_mean`. RLAIF without the reward-model distillation: useful when the RM is data-starved."""
+def _judge_signal(ctx: RewardContext, criterion: str | None, metric: str) -> RewardFunc:
+    """The judge's aggregate (`criterion` None) or one criterion (1-5), z-scored within each group like
+    `persona_rm`; invalid verdicts give None (ignored by TRL); the raw mean is logged as `metric`."""
     if ctx.judge is None:
-        raise ConfigError("The 'judge' reward needs a judge (set `judge:` in the recipe).")
+        raise ConfigError(f"The {metric.split('/')[0]!r} reward needs a judge (set `judge:` in the recipe).")
     from mascot.judges import JudgeItem
 
     replies = _replies(ctx)
 
-    def judge_reward(completions: list[Any], persona: list[str], context: list[str],
-                     log_metric: Callable[[str, float], None] | None = None, **kwargs: Any) -> list[float | None]:
+    def reward(completions: list[Any], persona: list[str], context: list[str],
+               log_metric: Callable[[str, float], None] | None = None, **kwargs: Any) -> list[float | None]:
         items = [JudgeItem(p, ctx.roster, dialogue, text, ctx.setting)
                  for p, dialogue, text in replies(completions, persona, context)]
-        raw = [v.aggregate if v.valid else math.nan for v in ctx.judge.score_batch(items)]
+        raw = [(v.aggregate if criterion is None else v.scores.get(criterion, math.nan)) if v.valid else math.nan
+               for v in ctx.judge.score_batch(items)]
         valid = [r for r in raw if not math.isnan(r)]
         if log_metric is not None and valid:
-            log_metric("judge/raw_mean", sum(valid) / len(valid))
+            log_metric(metric, sum(valid) / len(valid))
         keys = [f"{n}\n{c}" for n, c in zip(persona, context)]
         return [None if math.isnan(z) else z for z in group_zscore(raw, keys)]
 
+    return reward
+
+
+def _judge(ctx: RewardContext) -> RewardFunc:
+    """The judge's aggregate, z-scored per group (RLAIF without the reward-model distillation: useful when the
+    RM is data-starved); logged raw as `judge/raw_mean`."""
+    judge_reward = _judge_signal(ctx, None, "judge/raw_mean")
+    judge_reward.__name__ = "judge_reward"
     return judge_reward
+
+
+def _relevance(ctx: RewardContext) -> RewardFunc:
+    """The judge's Relevance alone, z-scored per group: a reward of its own for a recipe that weights answering
+    the user's latest message above the other criteria; logged raw as `relevance/raw_mean`."""
+    relevance_reward = _judge_signal(ctx, "relevance", "relevance/raw_mean")
+    relevance_reward.__name__ = "relevance_reward"
+    return relevance_reward
 
 
 def _mood(ctx: RewardContext) -> RewardFunc:
@@ -109,6 +125,7 @@ REWARDS: dict[str, Callable[[RewardContext], RewardFunc]] = {
     "persona_rm": _persona_rm,
     "format": _format,
     "judge": _judge,
+    "relevance": _relevance,
     "mood": _mood,
 }
 
