@@ -151,7 +151,7 @@ def render_admin_tab(settings: Settings) -> None:
     status = gr.Dataframe(headers=STATUS_HEADERS, value=[], label="Steps", interactive=False, wrap=True)
     metric = gr.Dropdown(list(PLOT_METRICS), value=PLOT_METRICS[0], label="Metric to plot (one line per trainer)")
     plot = gr.Plot(label="Metric per trainer step")
-    plotted = gr.State(None)  # what the plot shows now: (folder, metric, points), redrawn only when it changes
+    plotted = gr.State(None)  # what the plot shows: (folder, metric, points, last value); redrawn on change
     log_box = gr.Textbox(label="Log (last lines)", lines=12, max_lines=12, autoscroll=True, interactive=False)
     timer = gr.Timer(2.0)
 

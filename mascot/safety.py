@@ -294,10 +294,11 @@ class CrisisDetector:
                     return _result(CONCERN, s_msg, "classifier-short")
                 if s_msg < SHORT_CONCERN:
                     return _result(NONE, s_msg, "classifier-short")  # "hello there", "tell me more" (see SHORT_WORDS)
-            if harmless_words and tier == CRISIS and ESCALATION.search(norm):
-                return _result(CONCERN, s_msg, "classifier-plan")  # a plan or a time alone (see ESCALATION)
-            if harmless_words and tier == CRISIS and INDECISION.search(norm) and not DESPAIR_WORDS.search(norm):
-                return _result(CONCERN, s_msg, "classifier-indecision")  # "should I ...?" alone (see INDECISION)
+            if harmless_words and tier == CRISIS:  # a plan or a time alone, or "should I ...?" alone: Anchor asks
+                if ESCALATION.search(norm):
+                    return _result(CONCERN, s_msg, "classifier-plan")  # (see ESCALATION)
+                if INDECISION.search(norm) and not DESPAIR_WORDS.search(norm):
+                    return _result(CONCERN, s_msg, "classifier-indecision")  # (see INDECISION)
             return _result(tier, s_msg, "classifier")
         window = "\n".join([*previous, clean])
         earlier = "\n".join(_clip(t) for t in history[-CONTEXT_TURNS:] if t and _has_words(t))

@@ -67,11 +67,12 @@ def _replies(ctx: RewardContext) -> Callable[[list[Any], list[str], list[str]], 
     return read
 
 
-def _judge_signal(ctx: RewardContext, criterion: str | None, metric: str) -> RewardFunc:
-    """The judge's aggregate (`criterion` None) or one criterion (1-5), z-scored within each group like
-    `persona_rm`; invalid verdicts give None (ignored by TRL); the raw mean is logged as `metric`."""
+def _judge_signal(ctx: RewardContext, name: str, criterion: str | None) -> RewardFunc:
+    """Reward `name`: the judge's aggregate (`criterion` None) or one criterion (1-5), z-scored within each group
+    like `persona_rm`; invalid verdicts give None (ignored by TRL); the raw mean is logged as `<name>/raw_mean`
+    and TRL logs the component as `rewards/<name>_reward/mean`."""
     if ctx.judge is None:
-        raise ConfigError(f"The {metric.split('/')[0]!r} reward needs a judge (set `judge:` in the recipe).")
+        raise ConfigError(f"The {name!r} reward needs a judge (set `judge:` in the recipe).")
     from mascot.judges import JudgeItem
 
     replies = _replies(ctx)
@@ -84,27 +85,24 @@ def _judge_signal(ctx: RewardContext, criterion: str | None, metric: str) -> Rew
                for v in ctx.judge.score_batch(items)]
         valid = [r for r in raw if not math.isnan(r)]
         if log_metric is not None and valid:
-            log_metric(metric, sum(valid) / len(valid))
+            log_metric(f"{name}/raw_mean", sum(valid) / len(valid))
         keys = [f"{n}\n{c}" for n, c in zip(persona, context)]
         return [None if math.isnan(z) else z for z in group_zscore(raw, keys)]
 
+    reward.__name__ = f"{name}_reward"
     return reward
 
 
 def _judge(ctx: RewardContext) -> RewardFunc:
     """The judge's aggregate, z-scored per group (RLAIF without the reward-model distillation: useful when the
     RM is data-starved); logged raw as `judge/raw_mean`."""
-    judge_reward = _judge_signal(ctx, None, "judge/raw_mean")
-    judge_reward.__name__ = "judge_reward"
-    return judge_reward
+    return _judge_signal(ctx, "judge", None)
 
 
 def _relevance(ctx: RewardContext) -> RewardFunc:
     """The judge's Relevance alone, z-scored per group: a reward of its own for a recipe that weights answering
     the user's latest message above the other criteria; logged raw as `relevance/raw_mean`."""
-    relevance_reward = _judge_signal(ctx, "relevance", "relevance/raw_mean")
-    relevance_reward.__name__ = "relevance_reward"
-    return relevance_reward
+    return _judge_signal(ctx, "relevance", "relevance")
 
 
 def _mood(ctx: RewardContext) -> RewardFunc:
