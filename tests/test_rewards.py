@@ -107,7 +107,7 @@ def test_composite_reward_matches_paper_weights(es_pack: PersonaPack) -> None:
 
 
 def test_registry_names_and_errors(es_pack: PersonaPack) -> None:
-    assert set(REWARDS) == {"persona_rm", "format", "judge", "relevance", "mood"}
+    assert set(REWARDS) == {"persona_rm", "format", "judge", "relevance", "consistency", "mood"}
     ctx = RewardContext(personas=es_pack.active, roster=es_pack.active)
     with pytest.raises(ConfigError, match="Valid reward names"):
         get_reward_funcs(["nope"], ctx)
@@ -159,6 +159,15 @@ def test_judge_reward_is_z_scored_per_group_and_skips_invalid(es_pack: PersonaPa
     out = g([conv("a b"), conv("a b c d")], persona=["Anchor"] * 2, context=[c1, c1], log_metric=logged.__setitem__)
     assert out == pytest.approx([1.0, -1.0]) and logged["relevance/raw_mean"] == pytest.approx(3.0)
     assert g.__name__ == "relevance_reward"
+    # and the consistency reward its own criterion: here consistency grows with the word count
+    consistent = _Judge()
+    consistent.score_batch = lambda items: [Verdict({**{k: 3.0 for k in CRITERIA}, "consistency": float(min(5, len(it.response.split())))}, True)
+                                            for it in items]
+    (h,) = get_reward_funcs(["consistency"], RewardContext(personas=es_pack.active, roster=es_pack.active, judge=consistent))
+    logged.clear()
+    out = h([conv("a b"), conv("a b c d")], persona=["Anchor"] * 2, context=[c1, c1], log_metric=logged.__setitem__)
+    assert out == pytest.approx([-1.0, 1.0]) and logged["consistency/raw_mean"] == pytest.approx(3.0)
+    assert h.__name__ == "consistency_reward"
 
 
 def test_mood_reward_penalises_celebrating_distress_only(es_pack: PersonaPack) -> None:

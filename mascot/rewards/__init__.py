@@ -105,6 +105,13 @@ def _relevance(ctx: RewardContext) -> RewardFunc:
     return _judge_signal(ctx, "relevance", "relevance")
 
 
+def _consistency(ctx: RewardContext) -> RewardFunc:
+    """The judge's Consistency alone (persona fit against the other personas and a generic assistant), z-scored
+    per group: for a persona whose replies fit its profile no better than the prompted model's; logged raw as
+    `consistency/raw_mean`."""
+    return _judge_signal(ctx, "consistency", "consistency")
+
+
 def _mood(ctx: RewardContext) -> RewardFunc:
     """-1 for a reply that celebrates ("How wonderful!") a message of loss, failure or distress (a negative
     emotion label, or a distress word when there is none: `mascot.judges.mood`), else 0. Its own component,
@@ -124,6 +131,7 @@ REWARDS: dict[str, Callable[[RewardContext], RewardFunc]] = {
     "format": _format,
     "judge": _judge,
     "relevance": _relevance,
+    "consistency": _consistency,
     "mood": _mood,
 }
 

@@ -31,7 +31,7 @@ from mascot.train.runcard import read_run_card
 
 # Metrics worth plotting per step, in display order (TRL / RewardTrainer log keys).
 PLOT_METRICS = ("reward", "rewards/format_reward/mean", "persona_rm/raw_mean", "judge/raw_mean",
-                "loss", "accuracy", "eval_accuracy", "completions/mean_length", "step_time")
+                "relevance/raw_mean", "consistency/raw_mean", "loss", "accuracy", "eval_accuracy", "completions/mean_length", "step_time")
 
 
 @dataclass(frozen=True)

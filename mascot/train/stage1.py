@@ -76,6 +76,10 @@ def open_run(cfg: Stage1Config, show_bars: bool = True) -> Run:
     personas = [p for p in pack.personas if p.enabled]
     if not personas:
         raise ConfigError(f"Pack {pack.name!r} has no active persona to train.")
+    unknown = sorted(set(cfg.persona_reward_weights) - {p.key for p in personas})
+    if unknown:
+        raise ConfigError(f"persona_reward_weights names {', '.join(map(repr, unknown))}, not a trained persona of pack "
+                          f"{pack.name!r}; valid keys: {', '.join(p.key for p in personas)}.")
     out = cfg.out
     out.mkdir(parents=True, exist_ok=True)
     return Run(cfg, out, pack, personas, ProgressLog(out / "progress.jsonl"), Manifest(out / "manifest.json"), show_bars)
