@@ -109,6 +109,9 @@ def adapter_name(persona: Persona) -> str:
     return f"speaker-{persona.key}"
 
 
+PROMPT_LABELS = ("Tone", "Situation", "Director's instruction")  # headings of the speaker prompt (mascot.prompts)
+
+
 def _tag_pattern(names: list[str]) -> str:
     alts = "|".join(re.escape(n) for n in sorted(set(names), key=len, reverse=True) if n)
     return rf"(?:\*\*|__)?(?:{alts})(?:\s*\([^)]*\))?(?:\*\*|__)?\s*:(?:\*\*)?"
@@ -123,7 +126,10 @@ def clean_reply(text: str, persona: Persona, roster: list[Persona], max_chars: i
     the partial text shown while tokens arrive."""
     text = strip_reasoning(text)
     own = [persona.name, persona.role, *persona.aliases, "Assistant"]
-    text = re.sub(rf"^\s*{_tag_pattern(own)}\s*", "", text, flags=re.I)
+    # a reply that opens with a label echoed from its prompt: the director's tone ("Calm and empathetic: You're
+    # ...", 5 of 360 trained and 9 of 360 Zero-Shot replies on fresh2 open with such a label) or a prompt heading
+    labels = [*own, *persona.tone_options(), *PROMPT_LABELS]
+    text = re.sub(rf"^\s*{_tag_pattern(labels)}\s*", "", text, flags=re.I)
     others = [n for p in roster if p.name != persona.name for n in (p.name, *p.aliases)] + ["User", "Director", "Assistant"]
     m = re.search(rf"(?:^|\n|(?<=[.!?]) )\s*{_tag_pattern(others)}", text, flags=re.I)
     if m:

@@ -11,6 +11,11 @@ def test_clean_strips_own_tag_and_cuts_other_speakers(es_pack):
     assert clean_reply("I hear you.\nUser: thanks\nAnchor: ok", anchor, roster) == "I hear you."
     assert clean_reply("<think>plan</think> It makes sense.", anchor, roster) == "It makes sense."
     assert clean_reply("Thought: be kind\nReply: It makes sense.", anchor, roster) == "It makes sense."
+    # labels echoed from the prompt: the persona's tones and the prompt's headings
+    assert clean_reply("Calm and empathetic: That must hurt.", anchor, roster) == "That must hurt."
+    assert clean_reply("**Soft and reassuring:** You're not alone.", anchor, roster) == "You're not alone."
+    assert clean_reply("Tone: I hear you.", anchor, roster) == "I hear you."
+    assert clean_reply("Calm and empathetic, I hear you.", anchor, roster) == "Calm and empathetic, I hear you."
 
 
 def test_clean_bounds_length_at_sentence(es_pack):
