@@ -284,19 +284,23 @@ def test_grpo_workers_under_redo_are_not_trained_again_in_process(tmp_path: Path
         assert run.manifest.done(f"grpo:{name}") and f"grpo:{name}" not in run.cache["redo"]
 
 
-def test_persona_reward_weights_per_adapter_and_loud_errors(tmp_path: Path, es_pack) -> None:
-    """Each persona's GRPO run can weigh the rewards its own way; everything else keeps reward_weights."""
-    cfg = load_recipe("tiny-cpu", {"persona_reward_weights": "{beacon: [1, 3, 1, 1]}"})
-    assert build_grpo_config(cfg, tmp_path, name="beacon").reward_weights == [1.0, 3.0, 1.0, 1.0]
-    assert build_grpo_config(cfg, tmp_path, name="anchor").reward_weights == list(cfg.reward_weights)
-    with pytest.raises(ConfigError, match=r"persona_reward_weights\['beacon'\] has 2 weights but rewards has 4"):
-        load_recipe("tiny-cpu", {"persona_reward_weights": "{beacon: [1, 3]}"})
+def test_persona_overrides_per_adapter_and_loud_errors(tmp_path: Path, es_pack) -> None:
+    """Each persona's warm start and GRPO run can be set its own way; the others keep the recipe's settings."""
+    cfg = load_recipe("tiny-cpu", {"persona_overrides": "{beacon: {reward_weights: [1, 3, 1, 1], sft_rank_weights: {relevance: 4}}}"})
+    beacon, anchor = cfg.for_persona("beacon"), cfg.for_persona("anchor")
+    assert build_grpo_config(beacon, tmp_path).reward_weights == [1.0, 3.0, 1.0, 1.0] and beacon.sft_rank_weights == {"relevance": 4}
+    assert anchor is cfg and build_grpo_config(anchor, tmp_path).reward_weights == list(cfg.reward_weights)
+    assert beacon.persona_overrides == {} and beacon.k == cfg.k
+    with pytest.raises(ConfigError, match=r"persona_overrides\['beacon'\]: rewards has 4 entries but reward_weights has 2"):
+        load_recipe("tiny-cpu", {"persona_overrides": "{beacon: {reward_weights: [1, 3]}}"})
     with pytest.raises(ConfigError, match="give a list of numbers"):
-        load_recipe("tiny-cpu", {"persona_reward_weights": "{beacon: [a, b, c, d]}"})
+        load_recipe("tiny-cpu", {"persona_overrides": "{beacon: {reward_weights: [a, b, c, d]}}"})
+    with pytest.raises(ConfigError, match=r"sets k; fields a persona may set: reward_weights, sft_rank_weights"):
+        load_recipe("tiny-cpu", {"persona_overrides": "{beacon: {k: 16}}"})
     with pytest.raises(ConfigError, match="needs adapter_mode: per-persona"):
-        load_recipe("tiny-cpu", {"persona_reward_weights": "{beacon: [1, 3, 1, 1]}", "adapter_mode": "shared"})
+        load_recipe("tiny-cpu", {"persona_overrides": "{beacon: {sft_max_words: 20}}", "adapter_mode": "shared"})
     from mascot.train.stage1 import open_run
 
-    bad = load_recipe("tiny-cpu", {"persona_reward_weights": "{becon: [1, 3, 1, 1]}", "output_dir": str(tmp_path / "run")})
+    bad = load_recipe("tiny-cpu", {"persona_overrides": "{becon: {sft_max_words: 20}}", "output_dir": str(tmp_path / "run")})
     with pytest.raises(ConfigError, match="'becon', not a trained persona.*valid keys: anchor, catalyst, beacon"):
         open_run(bad, show_bars=False)

@@ -31,6 +31,8 @@ CONTEXT_MODES = ("round", "opening")
 SECTIONS = ("reward_model", "grpo", "sft")
 # GRPOConfig fields the pipeline sets itself from top-level fields; setting them in `grpo:` is an error.
 _MANAGED_GRPO = ("output_dir", "reward_weights")
+# what `persona_overrides` may set for one persona's warm start and GRPO run
+PERSONA_FIELDS = ("reward_weights", "sft_rank_weights", "sft_max_words", "sft_criterion")
 _MANAGED_RM = ("output_dir",)
 _MANAGED_SFT = ("output_dir",)
 
@@ -138,11 +140,6 @@ class Stage1Config:
     adapter_mode: str = field(default="per-persona", metadata={"help": "per-persona: one LoRA per persona; shared: one persona-conditioned LoRA."})
     rewards: list[str] = field(default_factory=lambda: ["persona_rm", "format"], metadata={"help": "Reward functions (mascot.rewards registry)."})
     reward_weights: list[float] = field(default_factory=lambda: [1.0, 0.5], metadata={"help": "One weight per reward function."})
-    persona_reward_weights: dict[str, list[float]] = field(
-        default_factory=dict,
-        metadata={"help": "Per-persona reward weights ({persona key: one weight per reward}) replacing reward_weights for "
-                  "that persona's adapter (per-persona mode): each persona's reward aims at its own measured gap."},
-    )
     format_min_words: int = field(default=15, metadata={"help": "Format reward: fewest words in a reply."})
     format_max_words: int = field(default=150, metadata={"help": "Format reward: most words in a reply."})
     format_graded: bool = field(
@@ -200,6 +197,13 @@ class Stage1Config:
                   "consistency: 1.5, emotion: 1, empathy: 1, contribution: 1}) instead of the plain aggregate."},
     )
 
+    persona_overrides: dict[str, dict[str, Any]] = field(
+        default_factory=dict,
+        metadata={"help": "Per-persona settings ({persona key: {field: value}}, fields: "
+                  + ", ".join(PERSONA_FIELDS) + ") for that persona's warm start and GRPO (per-persona mode), e.g. "
+                  "{beacon: {sft_rank_weights: {relevance: 4, ...}}}: each persona's training aims at its own measured gap."},
+    )
+
     # ---------------------------------------------------------------- TRL sections
     reward_model: dict[str, Any] = field(default_factory=dict, metadata={"help": "trl.RewardConfig fields."})
     grpo: dict[str, Any] = field(default_factory=dict, metadata={"help": "trl.GRPOConfig fields."})
@@ -227,16 +231,26 @@ class Stage1Config:
             raise ConfigError(
                 f"rewards has {len(self.rewards)} entries but reward_weights has {len(self.reward_weights)}: give one weight per reward."
             )
-        for key, weights in self.persona_reward_weights.items():
+        for key, fields in self.persona_overrides.items():
+            if not isinstance(fields, dict):
+                raise ConfigError(f"persona_overrides[{key!r}] = {fields!r}: give a mapping of fields "
+                                  f"({', '.join(PERSONA_FIELDS)}) to values.")
+            bad = sorted(set(fields) - set(PERSONA_FIELDS))
+            if bad:
+                raise ConfigError(f"persona_overrides[{key!r}] sets {', '.join(bad)}; fields a persona may set: "
+                                  f"{', '.join(PERSONA_FIELDS)}.")
+            if "reward_weights" in fields:
+                try:
+                    fields["reward_weights"] = [float(w) for w in fields["reward_weights"]]
+                except (TypeError, ValueError):
+                    raise ConfigError(f"persona_overrides[{key!r}].reward_weights = {fields['reward_weights']!r}: give a "
+                                      "list of numbers, one per reward.") from None
             try:
-                self.persona_reward_weights[key] = weights = [float(w) for w in weights]
-            except (TypeError, ValueError):
-                raise ConfigError(f"persona_reward_weights[{key!r}] = {weights!r}: give a list of numbers, one per reward.") from None
-            if len(weights) != len(self.rewards):
-                raise ConfigError(f"persona_reward_weights[{key!r}] has {len(weights)} weights but rewards has "
-                                  f"{len(self.rewards)}: give one weight per reward.")
-        if self.persona_reward_weights and self.adapter_mode != "per-persona":
-            raise ConfigError("persona_reward_weights needs adapter_mode: per-persona (a shared adapter has one reward).")
+                self.for_persona(key)  # the persona's whole config passes the same checks
+            except ConfigError as exc:
+                raise ConfigError(f"persona_overrides[{key!r}]: {exc}") from None
+        if self.persona_overrides and self.adapter_mode != "per-persona":
+            raise ConfigError("persona_overrides needs adapter_mode: per-persona (a shared adapter trains all personas at once).")
         if not 0 <= self.rm_eval_fraction < 1:
             raise ConfigError(f"rm_eval_fraction={self.rm_eval_fraction} must be in [0, 1).")
         if self.sft_max_words is not None and self.sft_max_words < 1:
@@ -250,6 +264,11 @@ class Stage1Config:
         _check_section("sft", self.sft, _sft_config_fields(), _MANAGED_SFT)
 
     # -------------------------------------------------------------- derived
+    def for_persona(self, key: str | None) -> "Stage1Config":
+        """This config as persona `key`'s adapter job sees it: its `persona_overrides` entry applied."""
+        fields = self.persona_overrides.get(key or "")
+        return dataclasses.replace(self, **fields, persona_overrides={}) if fields else self
+
     @property
     def out(self) -> Path:
         return Path(self.output_dir) if self.output_dir else Path(self.checkpoints_dir) / self.run
@@ -337,22 +356,16 @@ def build_reward_config(cfg: Stage1Config, output_dir: str | Path, *, max_steps:
     return RewardConfig(output_dir=str(output_dir), **_device_safe(kw, validate_only))
 
 
-def reward_weights_for(cfg: Stage1Config, name: str | None) -> list[float]:
-    """The reward weights of adapter job `name` (a persona key): its `persona_reward_weights` entry, else the
-    recipe's `reward_weights`."""
-    return list(cfg.persona_reward_weights.get(name or "", cfg.reward_weights))
-
-
 def build_grpo_config(cfg: Stage1Config, output_dir: str | Path, *, max_steps: int | None = None,
-                      validate_only: bool = False, model_is_path: bool = False, name: str | None = None) -> Any:
-    """The `trl.GRPOConfig` for step 5; reward weights come from `reward_weights_for(cfg, name)`."""
+                      validate_only: bool = False, model_is_path: bool = False) -> Any:
+    """The `trl.GRPOConfig` for step 5; reward weights come from the top-level `reward_weights`."""
     from trl import GRPOConfig
 
     kw: dict[str, Any] = {"report_to": "none", "seed": cfg.seed, "save_strategy": "no", "logging_steps": 1,
                           "num_generations": cfg.k, "max_completion_length": cfg.max_new_tokens}
     kw.update(cfg.grpo)
     _model_init(kw, cfg, model_is_path)
-    kw["reward_weights"] = reward_weights_for(cfg, name)
+    kw["reward_weights"] = list(cfg.reward_weights)
     if max_steps is not None:
         kw["max_steps"] = max_steps
     return GRPOConfig(output_dir=str(output_dir), **_device_safe(kw, validate_only))

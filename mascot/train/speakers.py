@@ -15,7 +15,7 @@ from typing import Any
 from mascot.errors import ConfigError
 from mascot.personas import Persona
 from mascot.rewards import RewardContext, get_reward_funcs
-from mascot.train.configs import Stage1Config, build_grpo_config, reward_weights_for, speaker_lora_config
+from mascot.train.configs import Stage1Config, build_grpo_config, speaker_lora_config
 from mascot.models import resolve_model
 from mascot.train.modeling import base_display_name, load_tokenizer, num_layers, lora_state, parameter_counts, save_adapter
 from mascot.train.progress import ProgressLog, make_trainer_callback
@@ -184,7 +184,7 @@ def train_speaker(cfg: Stage1Config, name: str, rows: list[dict[str, Any]], rewa
     elif sft_rows:
         model, sft_metrics = warm_start(cfg, name, sft_rows, model, tokenizer, work_dir / "sft", log, sft_targets)
         tokenizer.padding_side = "left"
-    args = build_grpo_config(cfg, work_dir, max_steps=cfg.max_steps, model_is_path=isinstance(model, str), name=name)
+    args = build_grpo_config(cfg, work_dir, max_steps=cfg.max_steps, model_is_path=isinstance(model, str))
     step = f"grpo:{name}"
     # a warm-started PeftModel continues its adapter; otherwise GRPOTrainer wraps the base with a fresh LoRA
     peft_config = None if sft_metrics is not None else speaker_lora_config(cfg, num_layers(model))
@@ -208,7 +208,7 @@ def train_speaker(cfg: Stage1Config, name: str, rows: list[dict[str, Any]], rewa
     metrics = {
         "prompts": len(rows), "steps": trainer.state.global_step, "params": counts,
         "changed_tensors": changed, "trainable_tensors": len(before), "files": files,
-        "reward_funcs": list(trainer.reward_func_names), "reward_weights": reward_weights_for(cfg, name),
+        "reward_funcs": list(trainer.reward_func_names), "reward_weights": list(cfg.reward_weights),
         "summary": summary, "checks": curve_checks(summary), "curve": curve, "sft": sft_metrics,
         "plot": str(plot) if plot else None,
         "seconds": round(time.time() - t0, 1),

@@ -76,9 +76,9 @@ def open_run(cfg: Stage1Config, show_bars: bool = True) -> Run:
     personas = [p for p in pack.personas if p.enabled]
     if not personas:
         raise ConfigError(f"Pack {pack.name!r} has no active persona to train.")
-    unknown = sorted(set(cfg.persona_reward_weights) - {p.key for p in personas})
+    unknown = sorted(set(cfg.persona_overrides) - {p.key for p in personas})
     if unknown:
-        raise ConfigError(f"persona_reward_weights names {', '.join(map(repr, unknown))}, not a trained persona of pack "
+        raise ConfigError(f"persona_overrides names {', '.join(map(repr, unknown))}, not a trained persona of pack "
                           f"{pack.name!r}; valid keys: {', '.join(p.key for p in personas)}.")
     out = cfg.out
     out.mkdir(parents=True, exist_ok=True)
@@ -260,15 +260,16 @@ def step_grpo(run: Run) -> dict[str, Any]:
             run.progress.event(sub, "skipped", message="finished earlier")
             results[name] = run.manifest.get(sub).get("metrics", {})
             continue
+        job = cfg.for_persona(name)  # a per-persona job with its persona_overrides applied
         rows = [r for p in personas for r in grpo_rows(groups, run.by_name, run.roster, p.name, cfg.grpo_max_prompts, cfg.seed)]
-        warm = [r for p in personas for r in sft_rows(groups, judged, run.by_name, run.roster, p.name, cfg.sft_min_score, cfg.sft_criterion,
-                                                   cfg.sft_trim, cfg.sft_max_examples, cfg.sft_rank_weights,
-                                                   cfg.sft_max_words)] \
+        warm = [r for p in personas for r in sft_rows(groups, judged, run.by_name, run.roster, p.name, job.sft_min_score, job.sft_criterion,
+                                                   job.sft_trim, job.sft_max_examples, job.sft_rank_weights,
+                                                   job.sft_max_words)] \
             if cfg.sft_warm_start else None
         run.progress.event(sub, "started", 0, cfg.max_steps or cfg.grpo.get("max_steps"),
                            {"prompts": len(rows), "warm_start_examples": len(warm) if warm is not None else None})
         sft_targets = [run.out / "sft" / t.name for t in targets] if cfg.sft_save and warm else None
-        metrics = train_speaker(cfg, name, rows, ctx, targets, run.work / f"grpo-{name}", run.progress, sft_rows=warm,
+        metrics = train_speaker(job, name, rows, ctx, targets, run.work / f"grpo-{name}", run.progress, sft_rows=warm,
                                 sft_targets=sft_targets, curves_dir=run.out / "curves")
         run.manifest.mark(sub, metrics=metrics)
         run.progress.event(sub, "done", metrics["steps"], metrics["steps"], {k: v for k, v in metrics.items() if k != "curve"})
