@@ -192,3 +192,18 @@ def test_trim_to_sentence_finishes_cut_off_targets() -> None:
     assert trim_to_sentence("Short. And then the") == "Short. And then the"  # too little would be left
     assert trim_to_sentence("You did it! 🌈") == "You did it! 🌈" and is_finished("You did it! 🌈")
     assert not is_finished("and then the")
+
+
+def test_judge_rewards_lists_every_reward_that_reads_the_judge(es_pack: PersonaPack) -> None:
+    """The GRPO step loads the judge when a recipe names any of JUDGE_REWARDS (a relevance-only recipe too)."""
+    from mascot.rewards import JUDGE_REWARDS
+
+    ctx = RewardContext(personas=es_pack.active, roster=es_pack.active, reward_model=_FakeRM())  # type: ignore[arg-type]
+    needs = set()
+    for name in REWARDS:
+        try:
+            get_reward_funcs([name], ctx)
+        except ConfigError as exc:
+            if "needs a judge" in str(exc):
+                needs.add(name)
+    assert needs == set(JUDGE_REWARDS)

@@ -136,6 +136,10 @@ REWARDS: dict[str, Callable[[RewardContext], RewardFunc]] = {
 }
 
 
+# rewards that read the judge's verdicts (RewardContext.judge must be set)
+JUDGE_REWARDS = frozenset({"judge", "relevance", "consistency"})
+
+
 def get_reward_funcs(names: list[str], ctx: RewardContext) -> list[RewardFunc]:
     """Build the reward functions named in a recipe, in order; unknown names list the valid ones."""
     funcs = []
@@ -146,5 +150,5 @@ def get_reward_funcs(names: list[str], ctx: RewardContext) -> list[RewardFunc]:
     return funcs
 
 
-__all__ = ["REWARDS", "FormatChecker", "PersonaRewardModel", "RewardContext", "RewardFunc", "completion_text",
+__all__ = ["JUDGE_REWARDS", "REWARDS", "FormatChecker", "PersonaRewardModel", "RewardContext", "RewardFunc", "completion_text",
            "get_reward_funcs", "group_zscore", "make_format_reward", "make_persona_rm_reward", "rm_prompt"]

@@ -225,7 +225,7 @@ def step_reward_model(run: Run) -> dict[str, Any]:
 
 
 def step_grpo(run: Run) -> dict[str, Any]:
-    from mascot.rewards import RewardContext
+    from mascot.rewards import JUDGE_REWARDS, RewardContext
     from mascot.train.data import grpo_rows, sft_rows
     from mascot.train.speakers import adapter_jobs, train_speaker
 
@@ -239,7 +239,7 @@ def step_grpo(run: Run) -> dict[str, Any]:
         rm = load_reward_model(cfg.model, reward_model_dir(run.out), dtype=cfg.train_dtype, batch_size=cfg.rm_batch_size,
                                device=_train_device())
     judge = None
-    if "judge" in cfg.rewards:
+    if JUDGE_REWARDS & set(cfg.rewards):  # the judge, relevance and consistency rewards read its verdicts
         from mascot.judges import load_judge
 
         judge = load_judge(cfg.judge, **cfg.judge_kwargs)
