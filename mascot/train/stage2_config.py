@@ -171,7 +171,6 @@ def recipe_rollout_backend(name_or_path: str | Path, overrides: dict[str, Any] |
 
 def load_stage2_recipe(name_or_path: str | Path, overrides: dict[str, Any] | None = None) -> Stage2Config:
     """A bundled Stage-2 recipe by name or any YAML path, plus `{field or grpo.field: value}` overrides."""
-    import mascot.train.configs  # noqa: F401  (loads configs before recipes: they import each other)
     from mascot.train.recipes import coerce, normalise_key
 
     p, data = _read_stage2_yaml(name_or_path)
