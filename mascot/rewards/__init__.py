@@ -93,23 +93,18 @@ def _judge_signal(ctx: RewardContext, name: str, criterion: str | None) -> Rewar
     return reward
 
 
-def _judge(ctx: RewardContext) -> RewardFunc:
-    """The judge's aggregate, z-scored per group (RLAIF without the reward-model distillation: useful when the
-    RM is data-starved); logged raw as `judge/raw_mean`."""
-    return _judge_signal(ctx, "judge", None)
+# The rewards that score a reply with the judge (`_judge_signal`): name -> the criterion read, None = the aggregate.
+# - judge: the aggregate (RLAIF without the reward-model distillation: useful when the RM is data-starved);
+# - relevance: a reward of its own for a recipe that weights answering the user's latest message above the rest;
+# - consistency: persona fit against the other personas and a generic assistant, for a persona whose replies fit
+#   its profile no better than the prompted model's.
+JUDGE_SIGNALS: dict[str, str | None] = {"judge": None, "relevance": "relevance", "consistency": "consistency"}
+# the rewards that need RewardContext.judge (the GRPO step loads the judge when a recipe names one)
+JUDGE_REWARDS = frozenset(JUDGE_SIGNALS)
 
 
-def _relevance(ctx: RewardContext) -> RewardFunc:
-    """The judge's Relevance alone, z-scored per group: a reward of its own for a recipe that weights answering
-    the user's latest message above the other criteria; logged raw as `relevance/raw_mean`."""
-    return _judge_signal(ctx, "relevance", "relevance")
-
-
-def _consistency(ctx: RewardContext) -> RewardFunc:
-    """The judge's Consistency alone (persona fit against the other personas and a generic assistant), z-scored
-    per group: for a persona whose replies fit its profile no better than the prompted model's; logged raw as
-    `consistency/raw_mean`."""
-    return _judge_signal(ctx, "consistency", "consistency")
+def _judge_reward(name: str) -> Callable[[RewardContext], RewardFunc]:
+    return lambda ctx: _judge_signal(ctx, name, JUDGE_SIGNALS[name])
 
 
 def _mood(ctx: RewardContext) -> RewardFunc:
@@ -129,15 +124,9 @@ def _mood(ctx: RewardContext) -> RewardFunc:
 REWARDS: dict[str, Callable[[RewardContext], RewardFunc]] = {
     "persona_rm": _persona_rm,
     "format": _format,
-    "judge": _judge,
-    "relevance": _relevance,
-    "consistency": _consistency,
+    **{name: _judge_reward(name) for name in JUDGE_SIGNALS},
     "mood": _mood,
 }
-
-
-# rewards that read the judge's verdicts (RewardContext.judge must be set)
-JUDGE_REWARDS = frozenset({"judge", "relevance", "consistency"})
 
 
 def get_reward_funcs(names: list[str], ctx: RewardContext) -> list[RewardFunc]:
