@@ -1,7 +1,8 @@
 """CPU chat speed, side by side in one run (issue 8): plain llama-cpp-python (no adapter, the reference),
-the project's llamacpp backend with the persona adapters switching every turn (its default: Q8_0 weights,
-re-encoded once from the embedded Q4_1 file, for prompts and batches, and the file's Q4_1 weights for decoding a
-single reply; `llamacpp-q8_0` and `llamacpp-native` serve one format throughout), and the transformers bf16 backend. Each runs in its own process (own OpenMP runtime and peak RSS), on the same prompts.
+the project's llamacpp backend with the persona adapters switching every turn (its default: bfloat16 weights on
+CPUs with AVX512-BF16, else Q8_0, re-encoded once from the embedded Q4_1 file, for prompts and batches, and the
+file's Q4_1 weights for decoding a single reply; `MASCOT_LLAMACPP_WEIGHTS` picks the first format, and
+`llamacpp-q8_0`, `llamacpp-bf16` and `llamacpp-native` serve one format throughout), and the transformers bf16 backend. Each runs in its own process (own OpenMP runtime and peak RSS), on the same prompts.
 
 Reported per engine:
 - first token: user message -> first streamed speaker token, the LLM director's decision included;

@@ -108,6 +108,7 @@ def resolve_model(name: str, progress: bool = True) -> str:
 if __name__ == "__main__":  # `python -m mascot.models`: prepare the embedded model caches ahead of time
     print(embedded_model_dir())
     from mascot.backends.gguf_recode import recode_gguf
-    from mascot.backends.llamacpp import LLAMACPP_WEIGHTS
+    from mascot.backends.llamacpp import LLAMACPP_WEIGHTS, import_llama_cpp, resolve_weights
 
-    print(recode_gguf(embedded_gguf(), LLAMACPP_WEIGHTS))  # the llama.cpp backend's served weights
+    # the llama.cpp backend's served weights (`auto`: what this CPU runs fastest)
+    print(recode_gguf(embedded_gguf(), resolve_weights(LLAMACPP_WEIGHTS, import_llama_cpp())))

@@ -6,12 +6,13 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
 from mascot.backends import GenerationParams, load_backend, resolve_kind
-from mascot.backends.llamacpp import LlamaCppBackend
+from mascot.backends.llamacpp import LlamaCppBackend, resolve_weights
 from mascot.backends.llamacpp_check import load_hf_base, logit_change_correlation, random_lora, scaled_adapter
 from mascot.backends.llamacpp_lora import BaseShape, convert_lora
 from mascot.errors import BackendError
@@ -189,20 +190,31 @@ def test_auto_resolves_to_llamacpp_on_cpu_and_registry_lists_it(tiny_model_dir):
 
 
 # ---------------------------------------------------------------- weight formats
-def test_q8_0_weights_keep_the_models_predictions(llm):
-    """The default Q8_0 re-encoding of the Q4_1 file predicts like the file itself: logits correlate and the
-    greedy next token agrees at almost every position of a chat prompt."""
-    assert llm.weights == "q8_0" and llm.path != llm.source and llm.path.name.endswith("-q8_0-v1.gguf")
+def test_default_weights_follow_the_cpu(llm):
+    """`auto` serves bfloat16 where this llama.cpp build reports AVX512-BF16 kernels, Q8_0 elsewhere."""
+    info = llm.ll.llama_print_system_info().decode()
+    assert llm.weights == ("bf16" if "AVX512_BF16 = 1" in info else "q8_0")
+    assert llm.path != llm.source and llm.path.name.endswith(f"-{llm.weights}-v1.gguf")
+    assert resolve_weights("auto", llm.ll) == llm.weights and resolve_weights("native", llm.ll) == "native"
+    fake = SimpleNamespace(llama_print_system_info=lambda: b"CPU : AVX2 = 1 | AVX512 = 1 | AVX512_BF16 = 0 |")
+    assert resolve_weights("auto", fake) == "q8_0"
+
+
+@pytest.mark.parametrize("weights", ["q8_0", "bf16"])
+def test_reencoded_weights_keep_the_models_predictions(weights):
+    """The Q8_0 and bfloat16 re-encodings of the Q4_1 file predict like the file itself: logits correlate and
+    the greedy next token agrees at almost every position of a chat prompt."""
+    backend = LlamaCppBackend("embedded", n_ctx=1024, n_seq=1, weights=weights, decode_weights="same")
     native = LlamaCppBackend("embedded", n_ctx=1024, n_seq=1, weights="native")
-    assert native.path == native.source
-    a, b = llm.logits(MSG, GREEDY), native.logits(MSG, GREEDY)
+    assert native.path == native.source and backend.path.name.endswith(f"-{weights}-v1.gguf")
+    a, b = backend.logits(MSG, GREEDY), native.logits(MSG, GREEDY)
     assert np.corrcoef(a.ravel(), b.ravel())[0, 1] >= 0.99
     assert (a.argmax(-1) == b.argmax(-1)).mean() >= 0.9
-    assert LlamaCppBackend("embedded", n_ctx=1024, n_seq=1).path == llm.path  # converted once, then reused
+    assert LlamaCppBackend("embedded", n_ctx=1024, n_seq=1, weights=weights).path == backend.path  # converted once
 
 
 def test_single_replies_decode_on_the_files_weights_after_a_q8_0_prompt(llm):
-    """By default a single reply's prompt is decoded on Q8_0 and its keys and values handed to a second model on
+    """By default a single reply's prompt is decoded on the main weights (Q8_0 or bfloat16) and its keys and values handed to a second model on
     the file's Q4_1 weights, which decodes the rest: the handed-over cache predicts like a Q4_1 prefill, with or
     without an adapter (set on the decoder too)."""
     assert llm.decode_weights == "native" and llm._decoder is not None
@@ -231,7 +243,7 @@ def test_single_replies_decode_on_the_files_weights_after_a_q8_0_prompt(llm):
 
 
 def test_refused_hand_over_falls_back_to_the_main_weights(strong, monkeypatch):
-    """If llama.cpp refuses the rewritten state, the reply is still generated (on the Q8_0 weights) and later
+    """If llama.cpp refuses the rewritten state, the reply is still generated (on the main weights) and later
     replies stop trying the decoder."""
     backend = LlamaCppBackend("embedded", n_ctx=1024, n_seq=2)
     backend.add_adapter("speaker-anchor", str(strong["anchor"]))
@@ -239,15 +251,15 @@ def test_refused_hand_over_falls_back_to_the_main_weights(strong, monkeypatch):
     monkeypatch.setattr(backend.ll, "llama_state_seq_set_data", lambda *a: 0)
     got = backend.generate([MSG], GREEDY, adapter="speaker-anchor")[0]
     assert got.completion_tokens == want.completion_tokens and got.text
-    assert backend._decoder is None and backend.decode_weights == "q8_0"
+    assert backend._decoder is None and backend.decode_weights == backend.weights
     same = LlamaCppBackend("embedded", n_ctx=1024, n_seq=1, decode_weights="same")
-    assert same._decoder is None and same.decode_weights == "q8_0"
-    with pytest.raises(BackendError, match="same, native, q8_0, f32"):
+    assert same._decoder is None and same.decode_weights == same.weights
+    with pytest.raises(BackendError, match="same, native, q8_0, bf16, f32"):
         LlamaCppBackend("embedded", n_ctx=1024, n_seq=1, decode_weights="q2_k")
 
 
 def test_unknown_weight_format_names_the_valid_ones():
-    with pytest.raises(BackendError, match="native, q8_0, f32"):
+    with pytest.raises(BackendError, match="auto, native, q8_0, bf16, f32"):
         LlamaCppBackend("embedded", weights="q2_k")
 
 

@@ -1,0 +1,73 @@
+"""How far each llama.cpp weight format moves the embedded model from its own Q4_1 file (issue 8).
+
+The backend serves re-encoded weights for prompts, batches and scoring (`MASCOT_LLAMACPP_WEIGHTS`: `auto` picks
+`bf16` on CPUs with AVX512-BF16, else `q8_0`). A format is only worth its speed if the model keeps predicting
+as the shipped file does. For 8 speaker prompts over bundled scenarios, each with a fixed opening of an
+assistant reply prefilled, this reads the next-token distribution at the last 60 positions under the file
+(`native`) and under each format, and reports the mean, 95th percentile and maximum KL(native || format) in
+nats and how often the greedy token agrees.
+
+    HF_HUB_OFFLINE=1 PYTHONPATH=. .venv/bin/python benchmarks/llamacpp_weights_kl.py [--weights q8_0,bf16,f32]
+
+Measured on AMD EPYC, 2 cores (stop 21): q8_0 mean 0.0047 (agreement 0.967), bf16 0.0024 (0.967).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+REPLY = "I hear you, and it sounds like this week has been really heavy for you. Tell me more about what happened."
+
+
+def log_probs(x: np.ndarray) -> np.ndarray:
+    x = x.astype(np.float64) - x.max(-1, keepdims=True)
+    return x - np.log(np.exp(x).sum(-1, keepdims=True))
+
+
+def positions(weights: str, chats: list, last: int) -> np.ndarray:
+    """Log-probabilities at the last `last` positions of every chat, stacked."""
+    from mascot.backends.base import GenerationParams
+    from mascot.backends.llamacpp import LlamaCppBackend
+
+    backend = LlamaCppBackend("embedded", n_ctx=1024, n_seq=1, threads=2, weights=weights, decode_weights="same")
+    params = GenerationParams(max_new_tokens=1, prefill=REPLY)
+    return np.concatenate([log_probs(backend.logits(chat, params)[-last:]) for chat in chats])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--weights", default="q8_0,bf16,f32")
+    ap.add_argument("--prompts", type=int, default=8)
+    ap.add_argument("--last", type=int, default=60, help="positions read at the end of each prompt")
+    ap.add_argument("--json", default=None, help="also write the results here")
+    args = ap.parse_args()
+    from mascot.backends.llamacpp import import_llama_cpp
+
+    import_llama_cpp()
+    from llamacpp_speed import speaker_prompts
+
+    chats = [c for _, c in speaker_prompts(args.prompts, "anchor")]
+    ref = positions("native", chats, args.last)
+    rows = {}
+    for w in [w.strip() for w in args.weights.split(",") if w.strip()]:
+        lp = positions(w, chats, args.last)
+        kl = (np.exp(ref) * (ref - lp)).sum(-1)
+        rows[w] = {"kl_mean": float(kl.mean()), "kl_p95": float(np.quantile(kl, 0.95)), "kl_max": float(kl.max()),
+                   "greedy_agreement": float((ref.argmax(-1) == lp.argmax(-1)).mean()), "positions": int(len(kl))}
+    print("| weights | mean KL vs Q4_1 file (nats) | p95 | max | greedy-token agreement | positions |\n|---|---|---|---|---|---|")
+    for w, r in rows.items():
+        print(f"| {w} | {r['kl_mean']:.4f} | {r['kl_p95']:.4f} | {r['kl_max']:.3f} | {r['greedy_agreement']:.3f} | {r['positions']} |")
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
