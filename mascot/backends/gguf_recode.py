@@ -8,7 +8,7 @@ every Q4_1 value to within 1/254 of its 32-weight block's largest magnitude (a s
 so the model keeps its behaviour (greedy outputs are compared in `tests/test_llamacpp.py`).
 
 `bf16` writes the de-quantised weights rounded to bfloat16 (8 significant bits: closer to the file than Q8_0,
-mean next-token KL 0.0024 against 0.0047 nats). On CPUs with AVX512-BF16 (llama.cpp reports `AVX512_BF16 = 1`),
+mean next-token KL 0.0025 against 0.0046 nats, benchmarks/llamacpp_weights_kl.py). On CPUs with AVX512-BF16 (llama.cpp reports `AVX512_BF16 = 1`),
 llama.cpp's bfloat16 matrix kernels run batches of rows faster than its Q8_0 ones: 16 chats decoding together
 took about 36 ms a step against 47-53 for Q8_0 on 2 AMD EPYC cores, prompts prefilled in 1.2 against 1.7 s
 (`benchmarks/llamacpp_speed.py` measures it); without that instruction set they are slower, so `auto` (the
