@@ -2,9 +2,11 @@
 response, and an output check on persona replies. Figures and method: docs/safety.md.
 
 Detector layers (`CrisisDetector.check`):
-1. patterns (`mascot.safety_patterns`): a small high-precision list; a hit is a crisis;
+1. patterns (`mascot.safety_patterns`): a small high-precision list, English and 20 other languages; a hit
+   is a crisis;
 2. the semantic classifier (`mascot.safety_model`): the bundled MiniLM encoder fine-tuned on the
-   shipped labelled messages, with two thresholds chosen by cross-validation (crisis, concern);
+   shipped labelled messages, with two thresholds chosen by cross-validation (crisis, concern); it reads
+   English, so on a message that does not (`mascot.safety_language`) it can give *concern* at most;
 3. context: the last three user turns are also scored together: "I have a plan" after "I can't go
    on" is a crisis, after "I failed my driving test" it is not; a harmless turn right after a
    crisis turn is still *concern*;
@@ -27,6 +29,7 @@ from typing import TYPE_CHECKING
 
 from mascot.dialogue import Directive
 from mascot.safety_log import INPUT, OUTPUT, SafetyLog, safety_log
+from mascot.safety_language import reads_as_english
 from mascot.safety_patterns import match_pattern, normalise
 
 if TYPE_CHECKING:
@@ -274,6 +277,14 @@ class CrisisDetector:
             return _result(CRISIS, 1.0, "pattern", matched)
         if not self.use_classifier:
             return _result(NONE, 0.0, "pattern")
+        result = self._classified(clean, history, judge)
+        if result.tier == CRISIS and result.layer != "llm" and not reads_as_english(clean):
+            # the classifier reads English; outside it, its crisis reading is only a concern (mascot/safety_language.py)
+            return _result(CONCERN, result.score, "classifier-language")
+        return result
+
+    def _classified(self, clean: str, history: list[str], judge: LLMGrayZoneJudge | None) -> CrisisResult:
+        """The classifier and context layers' decision on a message no pattern matched."""
         previous = [_clip(t) for t in history[-(CONTEXT_TURNS - 1) :] if t and _has_words(t)]
         if not _has_words(clean) and not previous:
             return _result(NONE, 0.0, "empty")

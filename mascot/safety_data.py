@@ -32,7 +32,7 @@ import hashlib
 import random
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from mascot.errors import ConfigError
@@ -109,6 +109,7 @@ HELDOUT_V2 = "crisis_heldout_v2.txt"
 HELDOUT_V3 = "crisis_heldout_v3.txt"
 HELDOUT_V4 = "crisis_heldout_v4.txt"
 HELDOUT_V5 = "crisis_heldout_v5.txt"
+HELDOUT_ML = "crisis_heldout_ml.txt"
 TRAIN_EXTRA = "crisis_train_extra.txt"
 TRAIN_EXTRA3 = "crisis_train_extra3.txt"
 TRAIN_EXTRA4 = "crisis_train_extra4.txt"
@@ -168,8 +169,10 @@ def _comparable(text: str) -> str:
 
 
 def held_out_messages() -> list[Example]:
-    """Every message no model may train on: the v1 hash split of crisis_messages.txt and the v3, v4 and v5 sets."""
-    return [e for e in load_messages() if e.split == "test"] + load_heldout_v3() + load_heldout_v4() + load_heldout_v5()
+    """Every message no model may train on: the v1 hash split of crisis_messages.txt and the v3, v4, v5 and
+    multilingual sets."""
+    return ([e for e in load_messages() if e.split == "test"] + load_heldout_v3() + load_heldout_v4() + load_heldout_v5()
+            + load_heldout_ml())
 
 
 def near_held_out(examples: Iterable[Example], cutoff: float = NEAR_CUTOFF) -> list[str]:
@@ -199,6 +202,13 @@ def load_heldout_v5(path: Path | None = None) -> list[Example]:
     """The fresh held-out messages written after round 4 (v5), read by the shipped model only: all test-only,
     never used for training or threshold choice."""
     return _test_only(path or DATA_DIR / HELDOUT_V5)
+
+
+def load_heldout_ml(path: Path | None = None) -> list[Example]:
+    """The multilingual held-out messages (ml1: 16 languages, the language as the category), written before the
+    multilingual patterns were read against them: all test-only. Categories read `<language>/<label>`, since
+    each language has both labels."""
+    return [replace(e, category=f"{e.category}/{e.label}") for e in _test_only(path or DATA_DIR / HELDOUT_ML)]
 
 
 def load_replies(path: Path | None = None) -> list[Example]:

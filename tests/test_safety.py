@@ -19,6 +19,7 @@ from mascot.safety_data import (augment, held_out_messages, load_context_cases, 
                                 load_heldout_v3, load_messages, load_ordinary, load_replies, load_retired_v2,
                                 load_heldout_v4, load_heldout_v5, load_train_extra, load_train_extra3, load_train_extra4,
                                 message_training_examples, near_held_out, split_of)
+from mascot.safety_language import reads_as_english
 from mascot.safety_log import SafetyLog
 from mascot.safety_model import choose_threshold, message_thresholds, read_meta, threshold_for_fpr
 
@@ -210,7 +211,7 @@ def test_held_out_figures_reproduce_the_report():
         for key, value in reported[part]["overall"].items():
             assert now[part]["overall"][key]["k"] == value["k"] and now[part]["overall"][key]["n"] == value["n"]
     for part in ("patterns", "detector"):
-        for key in ("heldout_v3", "heldout_v4", "heldout_v5"):
+        for key in ("heldout_v3", "heldout_v4", "heldout_v5", "heldout_ml"):
             assert now[key][part]["confusion"] == reported[key][part]["confusion"]
     assert now["context"]["correct"] == reported["context"]["correct"]
     assert now["output_check"] == reported["output_check"]
@@ -227,6 +228,42 @@ def test_pattern_layer_is_precise_and_handles_negation():
     for text in ("I would never kill myself", "I don't want to kill myself, I just feel low",
                  "I used to want to end my life, now I'm fine", "She said she wants to kill herself"):
         assert not patterns.check(text, record=False).is_crisis, text
+
+
+@pytest.mark.parametrize("text", [
+    "我真的不想活了", "今天晚上我就想死", "もう死にたい", "죽고 싶어요", "اريد ان اموت", "хочу умереть", "не хочу жить",
+    "मैं मरना चाहता हूँ", "tôi chỉ muốn chết thôi", "ölmek istiyorum", "aku pengen mati aja", "хочу померти",
+    "อยากตาย", "می‌خواهم بمیرم", "me voy a matar esta noche", "je vais me tuer", "ich möchte sterben"])
+def test_multilingual_patterns_catch_first_person_statements(text):
+    assert CrisisDetector(use_classifier=False).check(text, record=False).is_crisis, text
+
+
+@pytest.mark.parametrize("text", [
+    "我不想死", "想死你了！", "累死了", "笑死我了", "死にたくない", "죽고 싶지 않아", "배고파 죽겠다", "لا اريد ان اموت",
+    "не хочу умереть", "mệt muốn chết", "aku tidak mau mati", "ไม่อยากตาย", "me muero de hambre"])
+def test_multilingual_patterns_leave_negations_and_idioms(text):
+    assert not CrisisDetector(use_classifier=False).check(text, record=False).is_crisis, text
+
+
+def test_language_gate_reads_english_and_tells_other_languages():
+    english = [e.text for e in message_training_examples() if e.category != "non_english"]
+    assert sum(not reads_as_english(t) for t in english) <= 2  # of 2,703 (one is French filed as an idiom)
+    for text in ("i wanna kms", "ok", "", "🙂🙂", "I'm so done with everything tonight", "Je veux mourir."):
+        assert reads_as_english(text), text  # English, or too short to tell: the classifier decides as before
+    for text in ("我最近压力很大", "Моя бабушка умерла прошлой весной", "Ich bin so müde und ich kann nicht mehr schlafen",
+                 "Hoy estoy muy cansada porque no dormí nada", "tôi không biết phải làm gì nữa"):
+        assert not reads_as_english(text), text
+
+
+def test_outside_english_the_classifier_gives_concern_at_most():
+    """The classifier reads English; a crisis reading of another language is only a concern, a pattern hit
+    still a crisis, and an English message is decided as before."""
+    foreign, english = "Моя бабушка умерла прошлой весной, и я скучаю", "Everything is over for me tonight."
+    d = CrisisDetector(classifier=StubClassifier({foreign: 0.95, english: 0.95}), reply_classifier=StubClassifier({}))
+    got = d.check(foreign, record=False)
+    assert got.tier == "concern" and got.layer == "classifier-language"
+    assert d.check(english, record=False).is_crisis
+    assert d.check("хочу умереть", record=False).layer == "pattern"
 
 
 def test_context_of_the_last_three_user_turns():
