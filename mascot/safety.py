@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 from mascot.dialogue import Directive
 from mascot.safety_log import INPUT, OUTPUT, SafetyLog, safety_log
 from mascot.safety_language import reads_as_english
-from mascot.safety_patterns import match_pattern, normalise
+from mascot.safety_patterns import match_concern, match_pattern, normalise
 
 if TYPE_CHECKING:
     from mascot.backends.base import Backend
@@ -275,12 +275,17 @@ class CrisisDetector:
         matched = match_pattern(clean)
         if matched:
             return _result(CRISIS, 1.0, "pattern", matched)
+        english = reads_as_english(clean)
+        # outside English the classifier cannot read the message: gray-zone words (means, goodbyes) give a concern
+        gray = "" if english else match_concern(clean)
         if not self.use_classifier:
-            return _result(NONE, 0.0, "pattern")
+            return _result(CONCERN, 0.0, "pattern-concern", gray) if gray else _result(NONE, 0.0, "pattern")
         result = self._classified(clean, history, judge)
-        if result.tier == CRISIS and result.layer != "llm" and not reads_as_english(clean):
+        if not english and result.tier == CRISIS and result.layer != "llm":
             # the classifier reads English; outside it, its crisis reading is only a concern (mascot/safety_language.py)
             return _result(CONCERN, result.score, "classifier-language")
+        if gray and result.tier == NONE:
+            return _result(CONCERN, result.score, "pattern-concern", gray)
         return result
 
     def _classified(self, clean: str, history: list[str], judge: LLMGrayZoneJudge | None) -> CrisisResult:

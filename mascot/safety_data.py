@@ -110,6 +110,7 @@ HELDOUT_V3 = "crisis_heldout_v3.txt"
 HELDOUT_V4 = "crisis_heldout_v4.txt"
 HELDOUT_V5 = "crisis_heldout_v5.txt"
 HELDOUT_ML = "crisis_heldout_ml.txt"
+DEV_ML = "crisis_dev_ml.txt"
 TRAIN_EXTRA = "crisis_train_extra.txt"
 TRAIN_EXTRA3 = "crisis_train_extra3.txt"
 TRAIN_EXTRA4 = "crisis_train_extra4.txt"
@@ -209,6 +210,13 @@ def load_heldout_ml(path: Path | None = None) -> list[Example]:
     multilingual patterns were read against them: all test-only. Categories read `<language>/<label>`, since
     each language has both labels."""
     return [replace(e, category=f"{e.category}/{e.label}") for e in _test_only(path or DATA_DIR / HELDOUT_ML)]
+
+
+def load_dev_ml(path: Path | None = None) -> list[Example]:
+    """The multilingual development set (mldev, a second writer): what the multilingual patterns were written
+    against; free to read, never a held-out figure. Categories read `<language>/<label>`."""
+    rows = _training_only(path or DATA_DIR / DEV_ML)
+    return [replace(e, category=f"{e.category}/{e.label}") for e in rows]
 
 
 def load_replies(path: Path | None = None) -> list[Example]:

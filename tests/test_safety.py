@@ -18,8 +18,9 @@ from mascot.safety_cli import REPORT
 from mascot.safety_data import (augment, held_out_messages, load_context_cases, load_excluded, load_heldout_v2, load_meeting_openings,
                                 load_heldout_v3, load_messages, load_ordinary, load_replies, load_retired_v2,
                                 load_heldout_v4, load_heldout_v5, load_train_extra, load_train_extra3, load_train_extra4,
-                                message_training_examples, near_held_out, split_of)
+                                load_dev_ml, message_training_examples, near_held_out, split_of)
 from mascot.safety_language import reads_as_english
+from mascot.safety_patterns import match_concern, match_pattern
 from mascot.safety_log import SafetyLog
 from mascot.safety_model import choose_threshold, message_thresholds, read_meta, threshold_for_fpr
 
@@ -253,6 +254,23 @@ def test_language_gate_reads_english_and_tells_other_languages():
     for text in ("我最近压力很大", "Моя бабушка умерла прошлой весной", "Ich bin so müde und ich kann nicht mehr schlafen",
                  "Hoy estoy muy cansada porque no dormí nada", "tôi không biết phải làm gì nữa"):
         assert not reads_as_english(text), text
+
+
+def test_multilingual_patterns_on_their_development_set():
+    """The multilingual patterns were written against crisis_dev_ml.txt (16 languages, a second writer): on it,
+    patterns and gray-zone words together catch at least 0.9 of the crisis lines and none of the hard negatives
+    (179/195 and 0/201 when written)."""
+    rows = [e for e in load_dev_ml()]
+    hit = [bool(match_pattern(e.text) or (not reads_as_english(e.text) and match_concern(e.text))) for e in rows]
+    crisis = [h for h, e in zip(hit, rows) if e.positive]
+    negative = [h for h, e in zip(hit, rows) if not e.positive]
+    assert len(crisis) >= 190 and len(negative) >= 190
+    assert sum(crisis) >= 0.9 * len(crisis) and not any(negative)
+
+
+@pytest.mark.slow
+def test_multilingual_development_set_is_far_from_every_held_out_line():
+    assert near_held_out(load_dev_ml()) == []
 
 
 def test_outside_english_the_classifier_gives_concern_at_most():
