@@ -2,7 +2,7 @@
 response, and an output check on persona replies. Figures and method: docs/safety.md.
 
 Detector layers (`CrisisDetector.check`):
-1. patterns (`mascot.safety_patterns`): a small high-precision list, English and 20 other languages; a hit
+1. patterns (`mascot.safety_patterns`): a small high-precision list, English and 19 other languages; a hit
    is a crisis;
 2. the semantic classifier (`mascot.safety_model`): the bundled MiniLM encoder fine-tuned on the
    shipped labelled messages, with two thresholds chosen by cross-validation (crisis, concern); it reads

@@ -1,5 +1,5 @@
 """The pattern layer of the crisis detector: a small, high-precision list of first-person phrasings
-of suicidal intent, plans, lethal-information requests and their common forms in 20 other languages.
+of suicidal intent, plans, lethal-information requests and their common forms in 19 other languages.
 
 It is deliberately short: anything a pattern cannot decide with near certainty is left to the
 semantic classifier. A hit is cancelled when a negation ("I'd never...") or a past-tense frame
