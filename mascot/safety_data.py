@@ -244,11 +244,12 @@ def load_meeting_openings() -> list[Example]:
 
 
 def message_training_examples(untrained: Iterable[str] = (), extra: bool = True, round3: bool = True,
-                              round4: bool = True) -> list[Example]:
+                              round4: bool = True, round5: bool = False) -> list[Example]:
     """The message classifier's training examples, in training order: the training split of the labelled
     messages, of the everyday scenario openings and of the meeting openings, then (with `extra`) the round-2
     training messages, then (with `round3`) the round-3 training messages and the retired v2 set, then (with
-    `round4`) the round-4 training messages; minus the
+    `round4`) the round-4 training messages, then (with `round5`, off by default: tried in stop 21 and not
+    shipped, docs/safety.md) the multilingual development set; minus the
     categories in `untrained` (those a saved model predates) and the lines excluded as near-paraphrases of
     held-out lines."""
     skip = set(untrained)
@@ -257,6 +258,8 @@ def message_training_examples(untrained: Iterable[str] = (), extra: bool = True,
         pool += load_train_extra3() + load_retired_v2()
     if round4:
         pool += load_train_extra4()
+    if round5:
+        pool += load_dev_ml()
     excluded = load_excluded()
     seen: set[str] = set()
     out = []

@@ -71,7 +71,8 @@ def test_dataset_sizes_categories_and_disjoint_split():
 def _training_examples(meta: dict):
     """The training examples the saved model `meta` was fitted on (the round-2 lines only if it used them)."""
     return message_training_examples(meta.get("untrained_categories", []), extra=meta.get("train_extra", False),
-                                     round3=meta.get("round3", False), round4=meta.get("round4", False))
+                                     round3=meta.get("round3", False), round4=meta.get("round4", False),
+                                     round5=meta.get("round5", False))
 
 
 def _norm(text: str) -> str:
@@ -266,6 +267,11 @@ def test_multilingual_patterns_on_their_development_set():
     negative = [h for h, e in zip(hit, rows) if not e.positive]
     assert len(crisis) >= 190 and len(negative) >= 190
     assert sum(crisis) >= 0.9 * len(crisis) and not any(negative)
+
+
+def test_multilingual_development_lines_join_the_training_pool_only_when_asked():
+    base, dev = {e.text for e in message_training_examples()}, {e.text for e in load_dev_ml()}
+    assert not base & dev and {e.text for e in message_training_examples(round5=True)} == base | dev
 
 
 @pytest.mark.slow
