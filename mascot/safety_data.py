@@ -209,13 +209,17 @@ def load_heldout_ml(path: Path | None = None) -> list[Example]:
     """The multilingual held-out messages (ml1: 16 languages, the language as the category), written before the
     multilingual patterns were read against them: all test-only. Categories read `<language>/<label>`, since
     each language has both labels."""
-    return [replace(e, category=f"{e.category}/{e.label}") for e in _test_only(path or DATA_DIR / HELDOUT_ML)]
+    return _by_language(_test_only(path or DATA_DIR / HELDOUT_ML))
 
 
 def load_dev_ml(path: Path | None = None) -> list[Example]:
     """The multilingual development set (mldev, a second writer): what the multilingual patterns were written
     against; free to read, never a held-out figure. Categories read `<language>/<label>`."""
-    rows = _training_only(path or DATA_DIR / DEV_ML)
+    return _by_language(_training_only(path or DATA_DIR / DEV_ML))
+
+
+def _by_language(rows: list[Example]) -> list[Example]:
+    """A multilingual file's examples with categories `<language>/<label>` (each language has both labels)."""
     return [replace(e, category=f"{e.category}/{e.label}") for e in rows]
 
 

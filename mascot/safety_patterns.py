@@ -73,12 +73,11 @@ ML_PATTERNS: dict[str, str] = {
           r"(?:mati|bunuh diri|mengakhiri hidup)|\b(?:ingin|pengen|pingin|mau|akan) bunuh diri|\bmengakhiri hidup(?:ku| saya)|"
           r"\b(?:gak|nggak|tidak|ga) (?:mau|ingin|pengen) hidup lagi|\bmelukai diri(?:ku| sendiri)",
     "th": r"(?<!ไม่)อยากตาย|(?:อยาก|จะ|คิด(?:จะ)?|คิดอยาก)ฆ่าตัวตาย|ไม่อยากมีชีวิตอยู่|ไม่อยากอยู่แล้ว|ไม่อยากตื่น(?:ขึ้นมา)?อีก",
-    "es-more": r"\b(?:no quiero (?:seguir )?vivir|quiero desaparecer|me voy a matar|acabar con mi vida|no quiero despertar(?:me)?|"
-               r"me quiero morir)\b",
+    "es-more": r"\b(?:no quiero (?:seguir )?vivir|quiero desaparecer|me voy a matar|acabar con mi vida|no quiero despertar(?:me)?)\b",
     "fr-more": r"\b(?:je vais me tuer|en finir avec (?:la|ma) vie|je (?:ne )?veux plus vivre|j'ai envie de (?:mourir|crever)|"
                r"je veux disparaître)\b",
     "de-more": r"\b(?:ich möchte sterben|will nicht mehr aufwachen|mein leben beenden|mir das leben nehmen|ich bring mich um)\b",
-    "pt-more": r"\b(?:quero sumir|acabar com a minha vida|tirar a minha (?:própria )?vida|não quero mais acordar|vou me matar)\b",
+    "pt-more": r"\b(?:quero sumir|acabar com a minha vida|tirar a minha (?:própria )?vida|não quero mais acordar)\b",
 }
 # Round 2 (stop 21), written against the multilingual development set (crisis_dev_ml.txt) only: the strongest
 # first-person forms of its crisis lines per language (thinking about suicide, a decided time, never waking up,
