@@ -4,7 +4,7 @@
 concern thresholds from the out-of-fold scores, fits the final classifier and writes it to
 `mascot/data/safety/model/`. `eval` scores the held-out sets (the hash split of `crisis_messages.txt`,
 `crisis_heldout_v3.txt`, `crisis_heldout_v4.txt`, the fresh `crisis_heldout_v5.txt`, the multilingual
-`crisis_heldout_ml.txt`, and `crisis_heldout_v2.txt`
+`crisis_heldout_ml.txt` and `crisis_heldout_ml2.txt`, and `crisis_heldout_v2.txt`
 for a model that predates round 3) with the pattern layer alone and the full detector: recall and false-positive rate with 95%
 Wilson intervals, per category, the confusion matrix, the context cases, the output check and latency; `--json`
 also writes the figures that docs/safety.md quotes and the tests re-check.
@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from mascot.errors import InputError
-from mascot.safety_data import (load_context_cases, load_heldout_ml, load_heldout_v2, load_heldout_v3, load_heldout_v4, load_heldout_v5,
+from mascot.safety_data import (load_context_cases, load_heldout_ml, load_heldout_ml2, load_heldout_v2, load_heldout_v3, load_heldout_v4, load_heldout_v5,
                                 load_meeting_openings, load_messages, load_ordinary, load_replies,
                                 message_training_examples)
 from mascot.stats import wilson_interval
@@ -228,7 +228,7 @@ def evaluate(runs: int = 200, model_root: Path | None = None) -> dict:
     report["detector_after_benign_turns"] = _measure(test, [full.check(e.text, BENIGN_HISTORY, record=False).tier for e in test])
     # v2 is held out only for a model that predates round 3 (round 3 retired it into the training pool)
     sets = ({"heldout_v3": load_heldout_v3(), "heldout_v4": load_heldout_v4(), "heldout_v5": load_heldout_v5(),
-             "heldout_ml": load_heldout_ml()}
+             "heldout_ml": load_heldout_ml(), "heldout_ml2": load_heldout_ml2()}
             | ({} if full.classifier.meta.get("round3") else {"heldout_v2": load_heldout_v2()}))
     for key, rows in sets.items():
         report[key] = {"test_size": len(rows),
@@ -307,6 +307,8 @@ def print_report(r: dict) -> None:
         print_heldout("Fresh held-out set v5 (crisis_heldout_v5.txt)", r["heldout_v5"])
     if "heldout_ml" in r:
         print_heldout("Multilingual held-out set ml1 (crisis_heldout_ml.txt; categories are languages)", r["heldout_ml"])
+    if "heldout_ml2" in r:
+        print_heldout("Multilingual held-out set ml2 (crisis_heldout_ml2.txt; categories are languages)", r["heldout_ml2"])
     a = r["detector_after_benign_turns"]["overall"]
     print(f"\nThe same messages after two harmless earlier turns: recall (crisis) {_fmt(a['recall_crisis'])}, "
           f"recall (crisis or concern) {_fmt(a['recall_any'])}, FPR (crisis) {_fmt(a['fpr_crisis'])}, "

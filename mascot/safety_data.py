@@ -110,6 +110,7 @@ HELDOUT_V3 = "crisis_heldout_v3.txt"
 HELDOUT_V4 = "crisis_heldout_v4.txt"
 HELDOUT_V5 = "crisis_heldout_v5.txt"
 HELDOUT_ML = "crisis_heldout_ml.txt"
+HELDOUT_ML2 = "crisis_heldout_ml2.txt"
 DEV_ML = "crisis_dev_ml.txt"
 TRAIN_EXTRA = "crisis_train_extra.txt"
 TRAIN_EXTRA3 = "crisis_train_extra3.txt"
@@ -171,9 +172,9 @@ def _comparable(text: str) -> str:
 
 def held_out_messages() -> list[Example]:
     """Every message no model may train on: the v1 hash split of crisis_messages.txt and the v3, v4, v5 and
-    multilingual sets."""
+    multilingual (ml1, ml2) sets."""
     return ([e for e in load_messages() if e.split == "test"] + load_heldout_v3() + load_heldout_v4() + load_heldout_v5()
-            + load_heldout_ml())
+            + load_heldout_ml() + load_heldout_ml2())
 
 
 def near_held_out(examples: Iterable[Example], cutoff: float = NEAR_CUTOFF) -> list[str]:
@@ -210,6 +211,13 @@ def load_heldout_ml(path: Path | None = None) -> list[Example]:
     multilingual patterns were read against them: all test-only. Categories read `<language>/<label>`, since
     each language has both labels."""
     return _by_language(_test_only(path or DATA_DIR / HELDOUT_ML))
+
+
+def load_heldout_ml2(path: Path | None = None) -> list[Example]:
+    """The second multilingual held-out set (ml2: the same 16 languages, another blind writer), written after the
+    multilingual patterns and the language gate shipped, to confirm ml1's figures: all test-only. Categories read
+    `<language>/<label>`."""
+    return _by_language(_test_only(path or DATA_DIR / HELDOUT_ML2))
 
 
 def load_dev_ml(path: Path | None = None) -> list[Example]:

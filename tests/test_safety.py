@@ -213,7 +213,7 @@ def test_held_out_figures_reproduce_the_report():
         for key, value in reported[part]["overall"].items():
             assert now[part]["overall"][key]["k"] == value["k"] and now[part]["overall"][key]["n"] == value["n"]
     for part in ("patterns", "detector"):
-        for key in ("heldout_v3", "heldout_v4", "heldout_v5", "heldout_ml"):
+        for key in ("heldout_v3", "heldout_v4", "heldout_v5", "heldout_ml", "heldout_ml2"):
             assert now[key][part]["confusion"] == reported[key][part]["confusion"]
     assert now["context"]["correct"] == reported["context"]["correct"]
     assert now["output_check"] == reported["output_check"]
