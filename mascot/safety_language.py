@@ -9,9 +9,20 @@ classifier may only raise it to *concern* (Anchor asks about safety), never repl
 reply on a reading it cannot make.
 
 The rule, with no model (nothing to download, microseconds): a message is **not** English when most of its
-letters are outside the Latin script, or, in Latin script, when it has at least four words and at least two
-common function words of another language (or words with diacritics) and more than twice as many of those as
-common English words. Short messages count as English: too little to tell, and the classifier decides as before.
+letters are outside the Latin script, or, in Latin script, when
+- it has at least four words, at least two words of another language (its common function words, a short list of
+  words people use to talk about dying and hurting themselves, words with diacritics, "kkkk" laughter) and more
+  than twice as many of those as common English words; or
+- it has two or three words, no common English word, and at least half of its words are of another language
+  ("quiero morirme", "ich will sterben").
+Words that are common in English *and* in Spanish, Portuguese, French or German ("me", "a", "no", "so", "will",
+"im", "die") count for neither side. One-word messages count as English: too little to tell, and the classifier
+decides as before.
+
+Stop 23: the first rule (four words or more, "me" and "no" counted as English) read 54 of the 396 lines of the
+multilingual development set as English (short informal lines such as "quero morrer"); this one reads 5, and
+moves no line of the English training pool or of the English held-out sets out of English except three Spanish,
+German and French idioms filed there (docs/safety.md).
 """
 
 from __future__ import annotations
@@ -48,8 +59,28 @@ tôi mình không và là của có được này một những cho với muốn
 nie jest się że mnie mam już jak ale tak
 """.split())
 
+# words common in English and in another language written in Latin script: evidence for neither
+NEUTRAL = frozenset("me a no so will im die in is on do to mi was also hat man".split())
+
+# words people write about dying, killing and hurting themselves in the languages above (and a few more function
+# words), none of them English words: "quiero morir", "ich will sterben", "aku pengen mati"
+FOREIGN_MORE = frozenset("""
+quiero quisiera morir morirme muero muerto matar mato matarme suicidarme desaparecer cortar ojalá nunca aguanto
+seguir este esta estos estas ese esa del le les nos te su sus he fue ni sobre entre hasta desde
+mucho poco otra otro
+queria morrer sumir vou tô tá vc vcs pra esse essa ao dos das seu sua foi até
+veux voudrais mourir tuer disparaître jamais envie ce cette ces au aux du sont ont été était sur rien
+sterben umbringen verschwinden leben hab dieser diese dieses am vom zum zur wurde keine kein nichts ganz
+voglio morire uccidermi
+ölmek istiyorum öldürcem kendimi ile şu
+pengen mati bunuh diri ga sama tapi malah kena dikit kok biar pake tadi juga bisa
+muốn chết
+""".split()) - EN_COMMON
+
+LAUGHTER = re.compile(r"k{4,}|(?:rs){2,}")  # Portuguese "kkkkk", "rsrs"
 WORD = re.compile(r"[^\W\d_]+(?:'[^\W\d_]+)?")
-MIN_WORDS = 4
+MIN_WORDS = 2
+MANY_WORDS = 4
 
 
 def _latin(ch: str) -> bool:
@@ -66,6 +97,15 @@ def reads_as_english(text: str) -> bool:
     words = WORD.findall(text.lower().replace("’", "'"))
     if len(words) < MIN_WORDS:
         return True
-    english = sum(w in EN_COMMON for w in words)
-    foreign = sum(w in FOREIGN_COMMON or (not w.isascii() and w not in EN_COMMON) for w in words)
-    return not (foreign >= 2 and foreign > 2 * english)
+    english = sum(w in EN_COMMON and w not in NEUTRAL for w in words)
+    foreign = sum(_foreign(w) for w in words)
+    if len(words) >= MANY_WORDS:
+        return not (foreign >= 2 and foreign > 2 * english)
+    return not (foreign >= 1 and english == 0 and 2 * foreign >= len(words))
+
+
+def _foreign(word: str) -> bool:
+    """A word of another language: a listed one, one with diacritics, or laughter, and not a common English word."""
+    if word in EN_COMMON:
+        return False
+    return word in FOREIGN_COMMON or word in FOREIGN_MORE or not word.isascii() or LAUGHTER.fullmatch(word) is not None

@@ -249,12 +249,25 @@ def test_multilingual_patterns_leave_negations_and_idioms(text):
 
 def test_language_gate_reads_english_and_tells_other_languages():
     english = [e.text for e in message_training_examples() if e.category != "non_english"]
-    assert sum(not reads_as_english(t) for t in english) <= 2  # of 2,703 (one is French filed as an idiom)
-    for text in ("i wanna kms", "ok", "", "🙂🙂", "I'm so done with everything tonight", "Je veux mourir."):
+    # of 2,703: three Spanish idioms, a French and a German one filed among the English idioms
+    assert sum(not reads_as_english(t) for t in english) <= 5
+    for text in ("i wanna kms", "ok", "", "🙂🙂", "I'm so done with everything tonight", "see ya", "ha ha", "no cap i wanna die",
+                 "kms kms kms", "me too", "die hard fan", "na im good", "new era", "mourir"):
         assert reads_as_english(text), text  # English, or too short to tell: the classifier decides as before
     for text in ("我最近压力很大", "Моя бабушка умерла прошлой весной", "Ich bin so müde und ich kann nicht mehr schlafen",
-                 "Hoy estoy muy cansada porque no dormí nada", "tôi không biết phải làm gì nữa"):
+                 "Hoy estoy muy cansada porque no dormí nada", "tôi không biết phải làm gì nữa", "Je veux mourir.",
+                 "quero morrer", "ich will sterben", "aku pengen mati", "morri de rir kkkkk"):
         assert not reads_as_english(text), text
+
+
+def test_language_gate_on_the_development_set_and_the_english_held_out_sets():
+    """Stop 23: the gate read 54 of the 396 development lines as English; it now reads at most 5, and no English
+    held-out line (v1 test split, v3, v4, v5; their non-English category aside) moves out of English."""
+    from mascot.safety_data import load_heldout_v3, load_heldout_v4, load_heldout_v5, load_messages
+
+    assert sum(reads_as_english(e.text) for e in load_dev_ml()) <= 5
+    held = [e for e in load_messages() if e.split == "test"] + load_heldout_v3() + load_heldout_v4() + load_heldout_v5()
+    assert [e.text for e in held if e.category != "non_english" and not reads_as_english(e.text)] == []
 
 
 def test_multilingual_patterns_on_their_development_set():
