@@ -107,7 +107,7 @@ def test_composite_reward_matches_paper_weights(es_pack: PersonaPack) -> None:
 
 
 def test_registry_names_and_errors(es_pack: PersonaPack) -> None:
-    assert set(REWARDS) == {"persona_rm", "format", "judge", "relevance", "consistency", "mood"}
+    assert set(REWARDS) == {"persona_rm", "format", "judge", "relevance", "consistency", "mood", "overlong"}
     ctx = RewardContext(personas=es_pack.active, roster=es_pack.active)
     with pytest.raises(ConfigError, match="Valid reward names"):
         get_reward_funcs(["nope"], ctx)
@@ -117,6 +117,8 @@ def test_registry_names_and_errors(es_pack: PersonaPack) -> None:
         get_reward_funcs(["judge"], ctx)
     with pytest.raises(ConfigError, match="'relevance' reward needs a judge"):
         get_reward_funcs(["relevance"], ctx)
+    with pytest.raises(ConfigError, match="token budget"):
+        get_reward_funcs(["overlong"], ctx)
 
 
 def test_rm_prompt_layout(es_pack: PersonaPack) -> None:
@@ -207,3 +209,93 @@ def test_judge_rewards_lists_every_reward_that_reads_the_judge(es_pack: PersonaP
             if "needs a judge" in str(exc):
                 needs.add(name)
     assert needs == set(JUDGE_REWARDS)
+
+
+def test_overlong_reward_is_dapo_soft_punishment_on_token_counts(es_pack: PersonaPack) -> None:
+    """0 up to budget - buffer tokens, linear to -1 at the budget, on TRL's completion_ids (not words)."""
+    from mascot.rewards import overlong_penalty
+
+    ctx = RewardContext(personas=es_pack.active, roster=es_pack.active, max_completion_tokens=48, overlong_buffer=12)
+    (f,) = get_reward_funcs(["overlong"], ctx)
+    ids = [[7] * n for n in (10, 36, 39, 45, 48)]
+    assert f(["x"] * 5, completion_ids=ids) == pytest.approx([0.0, 0.0, -0.25, -0.75, -1.0])
+    assert f.__name__ == "overlong_reward"
+    assert overlong_penalty(60, 48, 12) == -1.0
+    with pytest.raises(ValueError, match="completion_ids"):
+        f(["x"])
+    with pytest.raises(ConfigError, match="overlong_buffer=48"):
+        get_reward_funcs(["overlong"], RewardContext(personas=es_pack.active, roster=es_pack.active,
+                                                     max_completion_tokens=48, overlong_buffer=48))
+
+
+def test_cap_words_keeps_the_first_words_at_a_sentence_end() -> None:
+    from mascot.rewards.format import cap_words
+
+    long = "That sounds hard. You have carried it alone for weeks and it shows in how tired you are."
+    assert cap_words(long, 6) == "That sounds hard."
+    assert cap_words(long, None) == long and cap_words("Short and kind.", 6) == "Short and kind."
+    # no sentence end that keeps half the words: a hard cut at the cap
+    assert cap_words("I hear you and I am here with you tonight, it sounds heavy.", 8) == "I hear you and I am here with"
+
+
+def test_length_capped_rewards_pay_nothing_for_words_past_the_cap(es_pack: PersonaPack) -> None:
+    """score_max_words: the mood reward and the RM read only the first words, so padding a reply changes nothing."""
+    import json as _json
+
+    from mascot.dialogue import Dialogue, Turn
+
+    rm = _FakeRM()
+    ctx = RewardContext(personas=es_pack.active, roster=es_pack.active, reward_model=rm, score_max_words=9)  # type: ignore[arg-type]
+    rm_f, mood_f = get_reward_funcs(["persona_rm", "mood"], ctx)
+    anxious = _json.dumps(Dialogue([Turn("user", "I lost my job today and I feel awful.")], emotion="sad").to_dict())
+    kind = "That sounds like a lot to carry right now."
+    padded = kind + " How wonderful, what an exciting adventure ahead of you!"
+    out = mood_f([conv(kind), conv(padded)], persona=["Anchor"] * 2, context=[anxious] * 2)
+    assert out == [0.0, 0.0]  # the cheering sentence sits past the cap
+    uncapped = get_reward_funcs(["mood"], RewardContext(personas=es_pack.active, roster=es_pack.active))[0]
+    assert uncapped([conv(padded)], persona=["Anchor"], context=[anxious]) == [-1.0]
+    rm_f([conv(padded), conv(kind)], rm_prompt=["p", "p"], persona=["Anchor"] * 2)
+    assert [r for _, r in rm.seen] == [kind, kind]  # the same text, so the same reward
+
+
+def test_length_controlled_judge_reward_takes_off_the_points_words_earn(es_pack: PersonaPack) -> None:
+    """judge_length_control: with the slope measured on judged candidates, a judge that pays 0.5 per word
+    ranks a longer reply above a shorter one only when it is better beyond its length."""
+    import json as _json
+
+    from mascot.dialogue import Dialogue, Turn
+    from mascot.judges.base import CRITERIA, Verdict
+    from mascot.rewards import length_slopes
+
+    class _WordyJudge:  # 0.5 points per word, +1 for a reply that names the user's feeling
+        def score_batch(self, items):
+            return [Verdict({k: 0.5 * len(it.response.split()) + ("tired" in it.response) for k in CRITERIA}, True)
+                    for it in items]
+
+    judged = [{"persona": "Anchor", "candidates": ["a b", "a b c d", "a b c d e f"], "scores": [1.0, 2.0, 3.0],
+               "criteria": [{"consistency": 1.0}, {"consistency": 1.0}, {"consistency": 1.0}]}]
+    slopes = length_slopes(judged, ["aggregate", "consistency"])
+    assert slopes == {("Anchor", "aggregate"): 0.5, ("Anchor", "consistency"): 0.0}
+    ctx = RewardContext(personas=es_pack.active, roster=es_pack.active, judge=_WordyJudge(), judge_length_slopes=slopes)
+    (f,) = get_reward_funcs(["judge"], ctx)
+    c1 = _json.dumps(Dialogue([Turn("user", "I am so tired")]).to_dict())
+    short, padded, better = conv("You sound tired."), conv("You sound like it has been a very long week."), conv("You sound so very tired.")
+    out = f([short, padded, better], persona=["Anchor"] * 3, context=[c1] * 3)
+    assert out[1] < out[0] == pytest.approx(out[2])  # padding without the feeling loses; extra words alone earn nothing
+    plain = get_reward_funcs(["judge"], RewardContext(personas=es_pack.active, roster=es_pack.active, judge=_WordyJudge()))[0]
+    assert plain([short, padded], persona=["Anchor"] * 2, context=[c1] * 2)[1] > 0  # without control, length wins
+
+
+def test_length_controlled_persona_rm_reward(es_pack: PersonaPack) -> None:
+    """rm_length_slopes: an RM that pays one point per word, with its slope (1.0) taken off, ranks replies by
+    what they say, not by how long they are; other personas' replies are left as they are."""
+    from mascot.rewards import mean_words
+
+    ctx = RewardContext(personas=es_pack.active, roster=es_pack.active, reward_model=_FakeRM(),  # type: ignore[arg-type]
+                        rm_length_slopes={"Anchor": (1.0, 3.0)})
+    (f,) = get_reward_funcs(["persona_rm"], ctx)
+    out = f([conv("Short one."), conv("A much longer reply than that.")], rm_prompt=["p", "p"], persona=["Anchor"] * 2)
+    assert out == pytest.approx([0.0, 0.0])
+    out = f([conv("Short one."), conv("A much longer reply than that.")], rm_prompt=["q", "q"], persona=["Beacon"] * 2)
+    assert out == pytest.approx([-1.0, 1.0])
+    assert mean_words([{"persona": "A", "candidates": ["a b", "a b c d"]}]) == {"A": 3.0}

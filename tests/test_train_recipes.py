@@ -15,6 +15,7 @@ from mascot.train.configs import (
     Stage1Config,
     build_grpo_config,
     build_reward_config,
+    grpo_completion_budget,
     reward_lora_config,
     speaker_lora_config,
 )
@@ -63,6 +64,8 @@ def test_yaml_path_and_overrides(tmp_path: Path) -> None:
         ({"reward_weights": "[1.0]"}, r"rewards has 4 entries but reward_weights has 1"),
         ({"sft.learning_rat": "1"}, r"Unknown field 'sft.learning_rat'.*SFTConfig; similar fields: learning_rate"),
         ({"k": "1"}, r"at least 2 candidates"),
+        ({"overlong_buffer": "0"}, r"overlong_buffer=0 must be >= 1 token"),
+        ({"score_max_words": "0"}, r"score_max_words=0 must be >= 1"),
     ],
 )
 def test_bad_fields_fail_loudly(overrides: dict[str, str], match: str) -> None:
@@ -131,6 +134,8 @@ def test_tiny_cpu_configs_build(tmp_path: Path) -> None:
     grpo = build_grpo_config(cfg, tmp_path, max_steps=2)
     assert grpo.max_steps == 2 and grpo.num_generations == 4 and grpo.use_cpu and not grpo.use_vllm
     assert speaker_lora_config(cfg, num_layers=30).layers_to_transform == list(range(20, 30))
+    assert grpo_completion_budget(cfg) == grpo.max_completion_length == 48  # the overlong reward's L_max
+    assert grpo_completion_budget(load_recipe("tiny-cpu", {"grpo.max_completion_length": "64"})) == 64
 
 
 def test_manifest_progress_and_atomic_writes(tmp_path: Path) -> None:

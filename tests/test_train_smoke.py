@@ -87,6 +87,9 @@ def test_stage1_end_to_end_on_a_tiny_model(tiny_model_dir: Path, tmp_path: Path,
         # the LLM reward model and one process (the fake judge lives in this test process only)
         "rm_kind": "llm", "grpo_workers": "1", "pair_criteria": "[]", "pair_max_length_ratio": "none",
         "cross_persona_pairs": "0", "rm_reward_norm": "group",
+        # the length controls (issue 11, stop 23): overlong reward, length-controlled judge and reward model
+        "rewards": "[persona_rm, format, judge, mood, overlong]", "reward_weights": "[1, 2, 1, 1, 2]",
+        "overlong_buffer": "4", "judge_length_control": "true", "rm_length_control": "true",
     })
     card = main(cfg, show_bars=False)
 
@@ -114,9 +117,13 @@ def test_stage1_end_to_end_on_a_tiny_model(tiny_model_dir: Path, tmp_path: Path,
         assert json.loads((folder / "adapter_config.json").read_text())["base_model_name_or_path"] == str(tiny_model_dir)
     assert not list(out.rglob("optimizer.pt")) and not list(out.rglob("checkpoint-*"))
     assert "rewards/persona_rm/mean" in card["grpo"]["anchor"]["summary"]
+    assert "rewards/overlong_reward/mean" in card["grpo"]["anchor"]["summary"]
+    slopes = json.loads((out / "work" / "rm_length_slopes.json").read_text())
+    assert set(slopes) == {"Anchor", "Catalyst", "Beacon"} and all(len(v) == 2 for v in slopes.values())
     assert (out / "run_card.json").exists() and "GRPO speakers" in (out / "README.md").read_text()
     events = read_progress(out / "progress.jsonl")
     assert any(e["step"] == "grpo:anchor" and e["status"] == "metrics" for e in events)
+    assert sum("judge length slopes" in e.get("message", "") for e in events) == 1
 
     # the adapters load back into the chat engine and generate through GroupChat / Speaker
     tok = AutoTokenizer.from_pretrained(tiny_model_dir)

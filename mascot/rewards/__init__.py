@@ -16,7 +16,7 @@ from typing import Any
 
 from mascot.errors import ConfigError, unknown_name
 from mascot.personas import Persona
-from mascot.rewards.format import FormatChecker, completion_text, make_format_reward
+from mascot.rewards.format import FormatChecker, cap_words, completion_text, count_words, make_format_reward
 from mascot.rewards.persona_rm import PersonaRewardModel, group_zscore, make_persona_rm_reward, rm_prompt
 
 # A GRPO reward function (TRL's contract): completions plus dataset columns as kwargs -> one float each.
@@ -36,13 +36,22 @@ class RewardContext:
     setting: str = ""
     format_graded: bool = False  # length-aware format reward (see make_format_reward)
     rm_norm: str = "group"  # persona_rm scaling: group z-score (paper) or global (RM's training-score mean/std)
+    max_completion_tokens: int | None = None  # GRPO's token budget (the overlong reward's L_max)
+    overlong_buffer: int = 12  # the overlong reward's soft zone: its last `overlong_buffer` tokens
+    score_max_words: int | None = None  # the rewards that read a reply read its first this-many words (None: all)
+    # length-controlled judge rewards: (persona name, criterion or "aggregate") -> judge points per word, taken off
+    # before the group z-score (`length_slopes`); empty: no length control
+    judge_length_slopes: dict[tuple[str, str], float] = field(default_factory=dict)
+    # length-controlled persona_rm: persona name -> (RM points per word, mean words of its candidates); empty: none
+    rm_length_slopes: dict[str, tuple[float, float]] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
 
 
 def _persona_rm(ctx: RewardContext) -> RewardFunc:
     if ctx.reward_model is None:
         raise ConfigError("The 'persona_rm' reward needs a trained reward model: run the reward_model step first.")
-    return make_persona_rm_reward(ctx.reward_model, ctx.personas, ctx.roster, norm=ctx.rm_norm)
+    return make_persona_rm_reward(ctx.reward_model, ctx.personas, ctx.roster, norm=ctx.rm_norm,
+                                  max_words=ctx.score_max_words, length_slopes=ctx.rm_length_slopes)
 
 
 def _format(ctx: RewardContext) -> RewardFunc:
@@ -53,7 +62,8 @@ def _format(ctx: RewardContext) -> RewardFunc:
 
 def _replies(ctx: RewardContext) -> Callable[[list[Any], list[str], list[str]], list[tuple[Persona, Any, str]]]:
     """(persona, dialogue before the reply, cleaned reply) for each completion of a GRPO batch: what the
-    judge and mood rewards read, from TRL's completions and the `persona` and `context` dataset columns."""
+    judge and mood rewards read, from TRL's completions and the `persona` and `context` dataset columns; with
+    `score_max_words`, only the reply's first words (`cap_words`), so length past the format band earns nothing."""
     from mascot.dialogue import Dialogue
     from mascot.speaker import clean_reply
 
@@ -61,7 +71,7 @@ def _replies(ctx: RewardContext) -> Callable[[list[Any], list[str], list[str]], 
 
     def read(completions: list[Any], persona: list[str], context: list[str]) -> list[tuple[Persona, Any, str]]:
         return [(by_name[name], Dialogue.from_dict(json.loads(ctx_json)),
-                 clean_reply(completion_text(c), by_name[name], ctx.roster))
+                 cap_words(clean_reply(completion_text(c), by_name[name], ctx.roster), ctx.score_max_words))
                 for c, name, ctx_json in zip(completions, persona, context)]
 
     return read
@@ -86,11 +96,51 @@ def _judge_signal(ctx: RewardContext, name: str, criterion: str | None) -> Rewar
         valid = [r for r in raw if not math.isnan(r)]
         if log_metric is not None and valid:
             log_metric(f"{name}/raw_mean", sum(valid) / len(valid))
+        if ctx.judge_length_slopes:  # the group z-score below removes the group mean, so only the slope matters
+            key = criterion or "aggregate"
+            raw = [r - ctx.judge_length_slopes.get((item.persona.name, key), 0.0) * count_words(item.response)
+                   for r, item in zip(raw, items)]
         keys = [f"{n}\n{c}" for n, c in zip(persona, context)]
         return [None if math.isnan(z) else z for z in group_zscore(raw, keys)]
 
     reward.__name__ = f"{name}_reward"
     return reward
+
+
+def mean_words(judged: list[dict[str, Any]]) -> dict[str, float]:
+    """Mean word count of each persona's judged candidates (the length a length-controlled reward centres on)."""
+    totals: dict[str, list[int]] = {}
+    for row in judged:
+        acc = totals.setdefault(row["persona"], [0, 0])
+        acc[0] += sum(count_words(c) for c in row["candidates"])
+        acc[1] += len(row["candidates"])
+    return {p: round(w / n, 3) for p, (w, n) in totals.items() if n}
+
+
+def length_slopes(judged: list[dict[str, Any]], criteria: list[str]) -> dict[tuple[str, str], float]:
+    """How many judge points one more word earns, per persona and criterion ("aggregate" for the judge's score), from
+    the judged candidates: the pooled within-group least-squares slope of score on word count (each group is one
+    context's K candidates, so context difficulty drops out). A length-controlled judge reward subtracts
+    slope x words, so a longer reply wins only by being better, not by being longer (as length-controlled
+    AlpacaEval does for a judge that likes length).
+
+        >>> rows = [{"persona": "A", "candidates": ["a b", "a b c d"], "scores": [1.0, 2.0], "criteria": [{}, {}]}]
+        >>> length_slopes(rows, ["aggregate"])
+        {('A', 'aggregate'): 0.5}
+    """
+    sums: dict[tuple[str, str], list[float]] = {}
+    for row in judged:
+        words = [count_words(c) for c in row["candidates"]]
+        for crit in criteria:
+            ys = row["scores"] if crit == "aggregate" else [(c or {}).get(crit) for c in row.get("criteria", [])]
+            pts = [(x, y) for x, y in zip(words, ys) if y is not None and not math.isnan(y)]
+            if len(pts) < 2:
+                continue
+            mx, my = sum(x for x, _ in pts) / len(pts), sum(y for _, y in pts) / len(pts)
+            acc = sums.setdefault((row["persona"], crit), [0.0, 0.0])
+            acc[0] += sum((x - mx) * (y - my) for x, y in pts)
+            acc[1] += sum((x - mx) ** 2 for x, _ in pts)
+    return {key: round(sxy / sxx, 6) for key, (sxy, sxx) in sums.items() if sxx > 0}
 
 
 # The rewards that score a reply with the judge (`_judge_signal`): name -> the criterion read, None = the aggregate.
@@ -121,11 +171,48 @@ def _mood(ctx: RewardContext) -> RewardFunc:
     return mood_reward
 
 
+def overlong_penalty(length: int, max_tokens: int, buffer: int) -> float:
+    """DAPO's soft overlong punishment (Yu et al. 2025, eq. 13): 0 up to `max_tokens - buffer` tokens, then
+    linearly down to -1 at the budget, where the reply is cut off.
+
+        >>> [overlong_penalty(n, 48, 12) for n in (20, 36, 42, 48)]
+        [0.0, 0.0, -0.5, -1.0]
+    """
+    soft_start = max_tokens - buffer
+    if length <= soft_start:
+        return 0.0
+    if length >= max_tokens:
+        return -1.0
+    return round((soft_start - length) / buffer, 4)
+
+
+def _overlong(ctx: RewardContext) -> RewardFunc:
+    """The overlong reward, on each completion's token count (TRL's `completion_ids`). The graded format reward only
+    sees a reply once it is cut off; this one pushes back while the reply still fits, so lengths move away from
+    the budget before they reach it."""
+    if not ctx.max_completion_tokens or ctx.max_completion_tokens < 2:
+        raise ConfigError(f"The 'overlong' reward needs GRPO's token budget (grpo.max_completion_length), got "
+                          f"{ctx.max_completion_tokens!r}.")
+    if not 0 < ctx.overlong_buffer < ctx.max_completion_tokens:
+        raise ConfigError(f"overlong_buffer={ctx.overlong_buffer} must be between 1 and grpo.max_completion_length - 1 "
+                          f"({ctx.max_completion_tokens - 1}).")
+    max_tokens, buffer = ctx.max_completion_tokens, ctx.overlong_buffer
+
+    def overlong_reward(completions: list[Any], completion_ids: list[list[int]] | None = None,
+                        **kwargs: Any) -> list[float]:
+        if completion_ids is None:
+            raise ValueError("overlong_reward needs the completions' token ids (TRL passes `completion_ids`).")
+        return [overlong_penalty(len(ids), max_tokens, buffer) for ids in completion_ids]
+
+    return overlong_reward
+
+
 REWARDS: dict[str, Callable[[RewardContext], RewardFunc]] = {
     "persona_rm": _persona_rm,
     "format": _format,
     **{name: _judge_reward(name) for name in JUDGE_SIGNALS},
     "mood": _mood,
+    "overlong": _overlong,
 }
 
 

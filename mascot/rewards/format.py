@@ -20,10 +20,29 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mascot.speaker import (  # noqa: F401 (re-exported)
-    _FINISHED, count_words, has_meta_talk, has_stage_direction, is_finished, trim_to_sentence,
+    _FINISHED, _WORD, count_words, has_meta_talk, has_stage_direction, is_finished, trim_to_sentence,
 )
 
 GENERIC_TAGS = ("User", "Assistant", "Director", "System", "AI")
+
+
+def cap_words(text: str, max_words: int | None) -> str:
+    """The first `max_words` words of a reply, cut back to the last sentence end inside them when that keeps at
+    least half of them: what a length-capped reward reads, so words past the cap earn nothing.
+
+        >>> cap_words("That sounds hard. You have carried it alone for weeks and it shows.", 6)
+        'That sounds hard.'
+        >>> cap_words("Short and kind.", 6)
+        'Short and kind.'
+    """
+    if not max_words or count_words(text) <= max_words:
+        return text
+    cut = [m.end() for m in _WORD.finditer(text)][max_words - 1]
+    while cut < len(text) and text[cut] in ".!?…\"')":  # the last word's own sentence end stays with it
+        cut += 1
+    head = text[:cut]
+    trimmed = trim_to_sentence(head, min_words=max(1, max_words // 2))
+    return trimmed if is_finished(trimmed) else head.strip()
 
 
 def completion_text(completion: Any) -> str:

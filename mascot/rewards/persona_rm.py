@@ -15,7 +15,7 @@ from typing import Any
 from mascot.dialogue import Dialogue
 from mascot.personas import Persona
 from mascot.prompts import HISTORY_TURNS
-from mascot.rewards.format import completion_text
+from mascot.rewards.format import cap_words, completion_text, count_words
 from mascot.speaker import clean_reply
 
 
@@ -115,13 +115,19 @@ class PersonaRewardModel:
 
 
 def make_persona_rm_reward(rm: Any, personas: Sequence[Persona],
-                           roster: Sequence[Persona] | None = None, norm: str = "group") -> Callable[..., list[float]]:
+                           roster: Sequence[Persona] | None = None, norm: str = "group",
+                           max_words: int | None = None,
+                           length_slopes: dict[str, tuple[float, float]] | None = None) -> Callable[..., list[float]]:
     """TRL reward `persona_rm(completions, rm_prompt, persona, **kw)`: r_phi z-scored within each group
     (`norm="group"`, the paper's), or standardised by the mean/std of the RM's scores on its training
     replies (`norm="global"`, when the RM records them), which keeps the level of the reward visible in
     the logged curves (a group z-score always averages 0).
 
-    Completions are cleaned with the chat's `clean_reply` first, so the RM scores what a user would see.
+    Completions are cleaned with the chat's `clean_reply` first, so the RM scores what a user would see; with
+    `max_words`, only their first words (`cap_words`: a length-capped reward, where words past the cap earn nothing).
+    `length_slopes` (persona name -> (RM points per word, mean words), measured on the judged candidates): a
+    length-controlled RM, slope x (words - mean words) taken off each raw score, so a reply scores no better or
+    worse for being longer than that persona's candidates were on average.
     The raw (unnormalised) mean is logged as `persona_rm/raw_mean` when TRL provides `log_metric`.
     """
     by_name = {p.name: p for p in personas}
@@ -132,9 +138,14 @@ def make_persona_rm_reward(rm: Any, personas: Sequence[Persona],
         texts = [completion_text(c) for c in completions]
         if persona is not None:
             texts = [clean_reply(t, by_name[p], roster) if p in by_name else t for t, p in zip(texts, persona)]
+        if max_words:
+            texts = [cap_words(t, max_words) for t in texts]
         raw = rm.score_texts(rm_prompt, texts)
         if log_metric is not None and raw:
             log_metric("persona_rm/raw_mean", sum(raw) / len(raw))
+        if length_slopes and persona is not None:
+            raw = [r - length_slopes[p][0] * (count_words(t) - length_slopes[p][1]) if p in length_slopes else r
+                   for r, t, p in zip(raw, texts, persona)]
         meta = getattr(rm, "meta", None) or {}
         if norm == "global" and meta.get("score_std"):
             return [(r - meta["score_mean"]) / meta["score_std"] for r in raw]

@@ -147,6 +147,26 @@ class Stage1Config:
         metadata={"help": "Format reward: graded by length (1 inside the word band, less outside; 0 if cut off or "
                   "malformed) instead of the paper's binary 1/0."},
     )
+    overlong_buffer: int = field(
+        default=12,
+        metadata={"help": "The 'overlong' reward (DAPO's soft overlong punishment): 0 up to grpo.max_completion_length "
+                  "minus this many tokens, then linearly down to -1 at the budget."},
+    )
+    score_max_words: int | None = field(
+        default=None,
+        metadata={"help": "Length-capped rewards: persona_rm, the judge rewards and mood read only a reply's first this "
+                  "many words (cut back to a sentence end), so words past the format band earn nothing (null: all)."},
+    )
+    judge_length_control: bool = field(
+        default=False,
+        metadata={"help": "Length-controlled judge rewards (judge, relevance, consistency): take off the judge points "
+                  "one more word earns, per persona, measured on the judged candidates (a within-context slope)."},
+    )
+    rm_length_control: bool = field(
+        default=False,
+        metadata={"help": "Length-controlled persona_rm: take off the RM points one more word earns, per persona, measured "
+                  "by scoring the judged candidates with the trained RM (a within-context slope)."},
+    )
     rm_reward_norm: str = field(
         default="group",
         metadata={"help": "persona_rm reward scaling: group (z-scored within each GRPO group, the paper's) or global "
@@ -257,6 +277,10 @@ class Stage1Config:
             raise ConfigError(f"sft_max_words={self.sft_max_words} must be >= 1 (or null for no limit).")
         if self.sft_rank_weights is not None and any(w < 0 for w in self.sft_rank_weights.values()):
             raise ConfigError(f"sft_rank_weights={self.sft_rank_weights}: weights must be >= 0.")
+        if self.score_max_words is not None and self.score_max_words < 1:
+            raise ConfigError(f"score_max_words={self.score_max_words} must be >= 1 (or null to read whole replies).")
+        if self.overlong_buffer < 1:
+            raise ConfigError(f"overlong_buffer={self.overlong_buffer} must be >= 1 token.")
         if self.format_min_words > self.format_max_words:
             raise ConfigError("format_min_words must not exceed format_max_words.")
         _check_section("reward_model", self.reward_model, _reward_config_fields(), _MANAGED_RM)
@@ -296,6 +320,12 @@ def _grpo_config_fields() -> dict[str, Any]:
     from trl import GRPOConfig
 
     return _config_fields(GRPOConfig)
+
+
+def grpo_completion_budget(cfg: Stage1Config) -> int:
+    """GRPO's token budget per completion: `grpo.max_completion_length`, else TRL's default."""
+    value = cfg.grpo.get("max_completion_length")
+    return int(value if value is not None else _grpo_config_fields()["max_completion_length"].default)
 
 
 def _sft_config_fields() -> dict[str, Any]:

@@ -22,7 +22,7 @@ from mascot.train.progress import ProgressLog, make_trainer_callback
 
 CURVE_KEYS = ("reward", "reward_std", "rewards/persona_rm/mean", "rewards/format_reward/mean",
               "rewards/judge_reward/mean", "rewards/mood_reward/mean", "rewards/relevance_reward/mean",
-              "rewards/consistency_reward/mean", "persona_rm/raw_mean", "judge/raw_mean",
+              "rewards/consistency_reward/mean", "rewards/overlong_reward/mean", "persona_rm/raw_mean", "judge/raw_mean",
               "relevance/raw_mean", "consistency/raw_mean", "loss",
               "completions/mean_length", "completions/clipped_ratio", "kl", "entropy")
 
@@ -75,7 +75,8 @@ def plot_curves(curve: list[dict[str, Any]], target: Path, title: str) -> Path |
     panels = [("total reward", ["reward"]),
               ("reward components (weighted inputs)", ["rewards/persona_rm/mean", "rewards/format_reward/mean",
                                                        "rewards/judge_reward/mean", "rewards/mood_reward/mean",
-                                                       "rewards/relevance_reward/mean", "rewards/consistency_reward/mean"]),
+                                                       "rewards/relevance_reward/mean", "rewards/consistency_reward/mean",
+                                                       "rewards/overlong_reward/mean"]),
               ("raw scores", ["persona_rm/raw_mean", "judge/raw_mean", "relevance/raw_mean", "consistency/raw_mean"]),
               ("completions", ["completions/clipped_ratio", "completions/mean_length"])]
     fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.2))

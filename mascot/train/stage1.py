@@ -20,7 +20,7 @@ from typing import Any
 from mascot.checkpoints import reward_model_dir, speakers_dir
 from mascot.errors import ConfigError
 from mascot.personas import Persona, PersonaPack, load_pack
-from mascot.train.configs import STEPS, Stage1Config, world_size
+from mascot.train.configs import STEPS, Stage1Config, grpo_completion_budget, world_size
 from mascot.train.progress import (
     Manifest,
     ProgressLog,
@@ -245,7 +245,11 @@ def step_grpo(run: Run) -> dict[str, Any]:
         judge = load_judge(cfg.judge, **cfg.judge_kwargs)
     ctx = RewardContext(personas=run.personas, roster=run.roster, min_words=cfg.format_min_words,
                         max_words=cfg.format_max_words, reward_model=rm, judge=judge, setting=run.pack.setting,
-                        format_graded=cfg.format_graded, rm_norm=cfg.rm_reward_norm)
+                        format_graded=cfg.format_graded, rm_norm=cfg.rm_reward_norm,
+                        max_completion_tokens=grpo_completion_budget(cfg),
+                        overlong_buffer=cfg.overlong_buffer, score_max_words=cfg.score_max_words,
+                        judge_length_slopes=_judge_length_slopes(run, cfg),
+                        rm_length_slopes=_rm_length_slopes(run, cfg, rm))
     results: dict[str, Any] = {}
     if cfg.grpo_workers > 1 and not run.cache.get("only_jobs"):
         _grpo_in_workers(run)  # trains the pending adapters in child processes; the loop below then skips them
@@ -276,6 +280,50 @@ def step_grpo(run: Run) -> dict[str, Any]:
         results[name] = metrics
     complete = all(run.manifest.done(f"grpo:{name}") for name, _, _ in adapter_jobs(cfg, run.personas, Path(".")))
     return {"adapter_mode": cfg.adapter_mode, "adapters": results, "_complete": complete}
+
+
+def _judge_length_slopes(run: Run, cfg: Stage1Config) -> dict[tuple[str, str], float]:
+    """Per persona and criterion, the judge points one more word earns on the judged candidates (for
+    `judge_length_control`); logged so the run shows what was taken off."""
+    from mascot.rewards import JUDGE_SIGNALS, length_slopes
+
+    if not cfg.judge_length_control:
+        return {}
+    criteria = sorted({JUDGE_SIGNALS[r] or "aggregate" for r in cfg.rewards if r in JUDGE_SIGNALS})
+    slopes = length_slopes(read_jsonl(_need(run, "judge", "judged.jsonl")), criteria)
+    if not run.cache.get("only_jobs"):  # the parent logs them once; its per-persona workers measure the same
+        run.progress.event("grpo", "metrics", message="judge length slopes (points per word): " +
+                           ", ".join(f"{p}/{c} {v:+.4f}" for (p, c), v in sorted(slopes.items())))
+    return slopes
+
+
+def _rm_length_slopes(run: Run, cfg: Stage1Config, rm: Any) -> dict[str, tuple[float, float]]:
+    """Per persona, (RM points per word, mean words) on the judged candidates scored by the trained RM (for
+    `rm_length_control`). Computed once per GRPO step (work/rm_length_slopes.json); the per-persona workers read it."""
+    from mascot.rewards import length_slopes, mean_words
+    from mascot.speaker import clean_reply
+    from mascot.train.data import with_rm_prompts
+
+    if not cfg.rm_length_control or rm is None:
+        return {}
+    cache = run.work / "rm_length_slopes.json"
+    if run.cache.get("only_jobs") and cache.exists():  # a worker: its parent measured them for this step
+        return {p: (v[0], v[1]) for p, v in json.loads(cache.read_text()).items()}
+    rows = with_rm_prompts(read_jsonl(_need(run, "judge", "judged.jsonl")),
+                           read_jsonl(_need(run, "generate", "candidates.jsonl")), run.by_name)
+    scored = []
+    for row in rows:
+        persona = run.by_name[row["persona"]]
+        texts = [clean_reply(c, persona, run.roster) for c in row["candidates"]]
+        scored.append({"persona": row["persona"], "candidates": texts,
+                       "scores": rm.score_texts([row["rm_prompt"]] * len(texts), texts)})
+    slopes, means = length_slopes(scored, ["aggregate"]), mean_words(scored)
+    out = {p: (slopes[(p, "aggregate")], means[p]) for p in means if (p, "aggregate") in slopes}
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    cache.write_text(json.dumps(out, indent=1))
+    run.progress.event("grpo", "metrics", message="reward-model length slopes (points per word, mean words): " +
+                       ", ".join(f"{p} {s:+.4f} @ {m:.1f}" for p, (s, m) in sorted(out.items())))
+    return out
 
 
 def _grpo_in_workers(run: Run) -> None:
