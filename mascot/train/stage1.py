@@ -311,16 +311,16 @@ def _rm_length_slopes(run: Run, cfg: Stage1Config, rm: Any) -> dict[str, tuple[f
         return {p: (v[0], v[1]) for p, v in json.loads(cache.read_text()).items()}
     rows = with_rm_prompts(read_jsonl(_need(run, "judge", "judged.jsonl")),
                            read_jsonl(_need(run, "generate", "candidates.jsonl")), run.by_name)
-    scored = []
-    for row in rows:
-        persona = run.by_name[row["persona"]]
-        texts = [clean_reply(c, persona, run.roster) for c in row["candidates"]]
-        scored.append({"persona": row["persona"], "candidates": texts,
-                       "scores": rm.score_texts([row["rm_prompt"]] * len(texts), texts)})
+    texts = [[clean_reply(c, run.by_name[row["persona"]], run.roster) for c in row["candidates"]] for row in rows]
+    flat = rm.score_texts([row["rm_prompt"] for row, ts in zip(rows, texts) for _ in ts], [t for ts in texts for t in ts])
+    scored, at = [], 0
+    for row, ts in zip(rows, texts):  # one RM call over all candidates (it batches), split back per group
+        scored.append({"persona": row["persona"], "candidates": ts, "scores": flat[at:at + len(ts)]})
+        at += len(ts)
     slopes, means = length_slopes(scored, ["aggregate"]), mean_words(scored)
     out = {p: (slopes[(p, "aggregate")], means[p]) for p in means if (p, "aggregate") in slopes}
     cache.parent.mkdir(parents=True, exist_ok=True)
-    cache.write_text(json.dumps(out, indent=1))
+    write_json(cache, out)
     run.progress.event("grpo", "metrics", message="reward-model length slopes (points per word, mean words): " +
                        ", ".join(f"{p} {s:+.4f} @ {m:.1f}" for p, (s, m) in sorted(out.items())))
     return out
