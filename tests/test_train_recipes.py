@@ -136,6 +136,10 @@ def test_tiny_cpu_configs_build(tmp_path: Path) -> None:
     assert speaker_lora_config(cfg, num_layers=30).layers_to_transform == list(range(20, 30))
     assert grpo_completion_budget(cfg) == grpo.max_completion_length == 48  # the overlong reward's L_max
     assert grpo_completion_budget(load_recipe("tiny-cpu", {"grpo.max_completion_length": "64"})) == 64
+    # without the field the pipeline gives GRPO the candidates' budget, and so does the overlong reward
+    bare = load_recipe("tiny-cpu", {"max_new_tokens": "40"})
+    bare.grpo.pop("max_completion_length")
+    assert grpo_completion_budget(bare) == build_grpo_config(bare, tmp_path).max_completion_length == 40
 
 
 def test_manifest_progress_and_atomic_writes(tmp_path: Path) -> None:

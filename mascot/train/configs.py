@@ -323,9 +323,9 @@ def _grpo_config_fields() -> dict[str, Any]:
 
 
 def grpo_completion_budget(cfg: Stage1Config) -> int:
-    """GRPO's token budget per completion: `grpo.max_completion_length`, else TRL's default."""
-    value = cfg.grpo.get("max_completion_length")
-    return int(value if value is not None else _grpo_config_fields()["max_completion_length"].default)
+    """GRPO's token budget per completion, as `build_grpo_config` sets it: `grpo.max_completion_length`, else the
+    candidates' `max_new_tokens`."""
+    return int(cfg.grpo.get("max_completion_length") or cfg.max_new_tokens)
 
 
 def _sft_config_fields() -> dict[str, Any]:
