@@ -249,8 +249,8 @@ def test_multilingual_patterns_leave_negations_and_idioms(text):
 
 def test_language_gate_reads_english_and_tells_other_languages():
     english = [e.text for e in message_training_examples() if e.category != "non_english"]
-    # of 2,703: three Spanish idioms, a French and a German one filed among the English idioms
-    assert sum(not reads_as_english(t) for t in english) <= 5
+    # of 2,703: two Spanish idioms, a French and a German one filed among the English idioms
+    assert sum(not reads_as_english(t) for t in english) <= 4
     for text in ("i wanna kms", "ok", "", "🙂🙂", "I'm so done with everything tonight", "see ya", "ha ha", "no cap i wanna die",
                  "kms kms kms", "me too", "die hard fan", "na im good", "new era", "mourir"):
         assert reads_as_english(text), text  # English, or too short to tell: the classifier decides as before
