@@ -73,11 +73,8 @@ def plot_curves(curve: list[dict[str, Any]], target: Path, title: str) -> Path |
 
     steps = [c.get("step") or i + 1 for i, c in enumerate(curve)]
     panels = [("total reward", ["reward"]),
-              ("reward components (weighted inputs)", ["rewards/persona_rm/mean", "rewards/format_reward/mean",
-                                                       "rewards/judge_reward/mean", "rewards/mood_reward/mean",
-                                                       "rewards/relevance_reward/mean", "rewards/consistency_reward/mean",
-                                                       "rewards/overlong_reward/mean"]),
-              ("raw scores", ["persona_rm/raw_mean", "judge/raw_mean", "relevance/raw_mean", "consistency/raw_mean"]),
+              ("reward components (weighted inputs)", [k for k in CURVE_KEYS if k.startswith("rewards/")]),
+              ("raw scores", [k for k in CURVE_KEYS if k.endswith("/raw_mean")]),
               ("completions", ["completions/clipped_ratio", "completions/mean_length"])]
     fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.2))
     for ax, (name, keys) in zip(axes, panels):

@@ -231,7 +231,8 @@ def step_grpo(run: Run) -> dict[str, Any]:
 
     cfg = run.cfg
     groups = read_jsonl(_need(run, "generate", "candidates.jsonl"))
-    judged = read_jsonl(_need(run, "judge", "judged.jsonl")) if cfg.sft_warm_start else []
+    needs_judged = cfg.sft_warm_start or cfg.judge_length_control or cfg.rm_length_control
+    judged = read_jsonl(_need(run, "judge", "judged.jsonl")) if needs_judged else []
     rm = None
     if "persona_rm" in cfg.rewards:
         from mascot.rewards.embedding_rm import load_reward_model
@@ -248,8 +249,8 @@ def step_grpo(run: Run) -> dict[str, Any]:
                         format_graded=cfg.format_graded, rm_norm=cfg.rm_reward_norm,
                         max_completion_tokens=grpo_completion_budget(cfg),
                         overlong_buffer=cfg.overlong_buffer, score_max_words=cfg.score_max_words,
-                        judge_length_slopes=_judge_length_slopes(run, cfg),
-                        rm_length_slopes=_rm_length_slopes(run, cfg, rm))
+                        judge_length_slopes=_judge_length_slopes(run, cfg, judged),
+                        rm_length_slopes=_rm_length_slopes(run, cfg, rm, groups, judged))
     results: dict[str, Any] = {}
     if cfg.grpo_workers > 1 and not run.cache.get("only_jobs"):
         _grpo_in_workers(run)  # trains the pending adapters in child processes; the loop below then skips them
@@ -282,7 +283,7 @@ def step_grpo(run: Run) -> dict[str, Any]:
     return {"adapter_mode": cfg.adapter_mode, "adapters": results, "_complete": complete}
 
 
-def _judge_length_slopes(run: Run, cfg: Stage1Config) -> dict[tuple[str, str], float]:
+def _judge_length_slopes(run: Run, cfg: Stage1Config, judged: list[dict[str, Any]]) -> dict[tuple[str, str], float]:
     """Per persona and criterion, the judge points one more word earns on the judged candidates (for
     `judge_length_control`); logged so the run shows what was taken off."""
     from mascot.rewards import JUDGE_SIGNALS, length_slopes
@@ -290,14 +291,15 @@ def _judge_length_slopes(run: Run, cfg: Stage1Config) -> dict[tuple[str, str], f
     if not cfg.judge_length_control:
         return {}
     criteria = sorted({JUDGE_SIGNALS[r] or "aggregate" for r in cfg.rewards if r in JUDGE_SIGNALS})
-    slopes = length_slopes(read_jsonl(_need(run, "judge", "judged.jsonl")), criteria)
+    slopes = length_slopes(judged, criteria)
     if not run.cache.get("only_jobs"):  # the parent logs them once; its per-persona workers measure the same
         run.progress.event("grpo", "metrics", message="judge length slopes (points per word): " +
                            ", ".join(f"{p}/{c} {v:+.4f}" for (p, c), v in sorted(slopes.items())))
     return slopes
 
 
-def _rm_length_slopes(run: Run, cfg: Stage1Config, rm: Any) -> dict[str, tuple[float, float]]:
+def _rm_length_slopes(run: Run, cfg: Stage1Config, rm: Any, groups: list[dict[str, Any]],
+                      judged: list[dict[str, Any]]) -> dict[str, tuple[float, float]]:
     """Per persona, (RM points per word, mean words) on the judged candidates scored by the trained RM (for
     `rm_length_control`). Computed once per GRPO step (work/rm_length_slopes.json); the per-persona workers read it."""
     from mascot.rewards import length_slopes, mean_words
@@ -309,8 +311,7 @@ def _rm_length_slopes(run: Run, cfg: Stage1Config, rm: Any) -> dict[str, tuple[f
     cache = run.work / "rm_length_slopes.json"
     if run.cache.get("only_jobs") and cache.exists():  # a worker: its parent measured them for this step
         return {p: (v[0], v[1]) for p, v in json.loads(cache.read_text()).items()}
-    rows = with_rm_prompts(read_jsonl(_need(run, "judge", "judged.jsonl")),
-                           read_jsonl(_need(run, "generate", "candidates.jsonl")), run.by_name)
+    rows = with_rm_prompts(judged, groups, run.by_name)
     texts = [[clean_reply(c, run.by_name[row["persona"]], run.roster) for c in row["candidates"]] for row in rows]
     flat = rm.score_texts([row["rm_prompt"] for row, ts in zip(rows, texts) for _ in ts], [t for ts in texts for t in ts])
     scored, at = [], 0
