@@ -107,7 +107,7 @@ def test_composite_reward_matches_paper_weights(es_pack: PersonaPack) -> None:
 
 
 def test_registry_names_and_errors(es_pack: PersonaPack) -> None:
-    assert set(REWARDS) == {"persona_rm", "format", "judge", "relevance", "consistency", "mood", "overlong"}
+    assert set(REWARDS) == {"persona_rm", "format", "judge", "relevance", "consistency", "balanced", "mood", "overlong"}
     ctx = RewardContext(personas=es_pack.active, roster=es_pack.active)
     with pytest.raises(ConfigError, match="Valid reward names"):
         get_reward_funcs(["nope"], ctx)
@@ -170,6 +170,19 @@ def test_judge_reward_is_z_scored_per_group_and_skips_invalid(es_pack: PersonaPa
     out = h([conv("a b"), conv("a b c d")], persona=["Anchor"] * 2, context=[c1, c1], log_metric=logged.__setitem__)
     assert out == pytest.approx([-1.0, 1.0]) and logged["consistency/raw_mean"] == pytest.approx(3.0)
     assert h.__name__ == "consistency_reward"
+    # the balanced reward: the lower of the two group z-scores, so a reply cannot buy one criterion with the other
+    both = _Judge()
+    both.score_batch = lambda items: [Verdict({**{k: 3.0 for k in CRITERIA}, "relevance": {"a": 1.0, "b": 5.0, "c": 4.0}[it.response[0]],
+                                               "consistency": {"a": 5.0, "b": 1.0, "c": 4.0}[it.response[0]]}, True)
+                                      for it in items]
+    (b,) = get_reward_funcs(["balanced"], RewardContext(personas=es_pack.active, roster=es_pack.active, judge=both))
+    logged.clear()
+    out = b([conv("a x"), conv("b x"), conv("c x")], persona=["Anchor"] * 3, context=[c1] * 3, log_metric=logged.__setitem__)
+    rel_z, con_z = [-1.3728, 0.9806, 0.3922], [0.9806, -1.3728, 0.3922]  # population z-scores of (1, 5, 4) and (5, 1, 4)
+    assert out == pytest.approx([min(r, c) for r, c in zip(rel_z, con_z)], abs=1e-3)
+    assert out.index(max(out)) == 2  # the reply good on both ranks first, not either one-sided reply
+    assert logged == pytest.approx({"balanced/relevance_raw_mean": 10 / 3, "balanced/consistency_raw_mean": 10 / 3})
+    assert b.__name__ == "balanced_reward"
 
 
 def test_mood_reward_penalises_celebrating_distress_only(es_pack: PersonaPack) -> None:

@@ -77,10 +77,12 @@ def _replies(ctx: RewardContext) -> Callable[[list[Any], list[str], list[str]], 
     return read
 
 
-def _judge_signal(ctx: RewardContext, name: str, criterion: str | None) -> RewardFunc:
+def _judge_signal(ctx: RewardContext, name: str, criterion: str | tuple[str, ...] | None) -> RewardFunc:
     """Reward `name`: the judge's aggregate (`criterion` None) or one criterion (1-5), z-scored within each group
-    like `persona_rm`; invalid verdicts give None (ignored by TRL); the raw mean is logged as `<name>/raw_mean`
-    and TRL logs the component as `rewards/<name>_reward/mean`."""
+    like `persona_rm`; with a tuple of criteria, each is z-scored within the group and the reward is their minimum
+    (a reply ranks high only if it is good on all of them, so one cannot be traded for another). Invalid verdicts
+    give None (ignored by TRL); the raw mean is logged as `<name>/raw_mean` (per criterion for a tuple:
+    `<name>/<criterion>_raw_mean`) and TRL logs the component as `rewards/<name>_reward/mean`."""
     if ctx.judge is None:
         raise ConfigError(f"The {name!r} reward needs a judge (set `judge:` in the recipe).")
     from mascot.judges import JudgeItem
@@ -91,17 +93,23 @@ def _judge_signal(ctx: RewardContext, name: str, criterion: str | None) -> Rewar
                log_metric: Callable[[str, float], None] | None = None, **kwargs: Any) -> list[float | None]:
         items = [JudgeItem(p, ctx.roster, dialogue, text, ctx.setting)
                  for p, dialogue, text in replies(completions, persona, context)]
-        raw = [(v.aggregate if criterion is None else v.scores.get(criterion, math.nan)) if v.valid else math.nan
-               for v in ctx.judge.score_batch(items)]
-        valid = [r for r in raw if not math.isnan(r)]
-        if log_metric is not None and valid:
-            log_metric(f"{name}/raw_mean", sum(valid) / len(valid))
-        if ctx.judge_length_slopes:  # the group z-score below removes the group mean, so only the slope matters
-            key = criterion or "aggregate"
-            raw = [r - ctx.judge_length_slopes.get((item.persona.name, key), 0.0) * count_words(item.response)
-                   for r, item in zip(raw, items)]
+        verdicts = ctx.judge.score_batch(items)
         keys = [f"{n}\n{c}" for n, c in zip(persona, context)]
-        return [None if math.isnan(z) else z for z in group_zscore(raw, keys)]
+        zs: list[list[float]] = []
+        for crit in (criterion if isinstance(criterion, tuple) else (criterion,)):
+            raw = [(v.aggregate if crit is None else v.scores.get(crit, math.nan)) if v.valid else math.nan
+                   for v in verdicts]
+            valid = [r for r in raw if not math.isnan(r)]
+            if log_metric is not None and valid:
+                log_metric(f"{name}/{crit}_raw_mean" if isinstance(criterion, tuple) else f"{name}/raw_mean",
+                           sum(valid) / len(valid))
+            if ctx.judge_length_slopes:  # the group z-score below removes the group mean, so only the slope matters
+                key = crit or "aggregate"
+                raw = [r - ctx.judge_length_slopes.get((item.persona.name, key), 0.0) * count_words(item.response)
+                       for r, item in zip(raw, items)]
+            zs.append(group_zscore(raw, keys))
+        out = [min(col) for col in zip(*zs)]
+        return [None if math.isnan(z) else z for z in out]
 
     reward.__name__ = f"{name}_reward"
     return reward
@@ -147,8 +155,11 @@ def length_slopes(judged: list[dict[str, Any]], criteria: list[str]) -> dict[tup
 # - judge: the aggregate (RLAIF without the reward-model distillation: useful when the RM is data-starved);
 # - relevance: a reward of its own for a recipe that weights answering the user's latest message above the rest;
 # - consistency: persona fit against the other personas and a generic assistant, for a persona whose replies fit
-#   its profile no better than the prompted model's.
-JUDGE_SIGNALS: dict[str, str | None] = {"judge": None, "relevance": "relevance", "consistency": "consistency"}
+#   its profile no better than the prompted model's;
+# - balanced: the lower of a reply's group z-scores on relevance and consistency, so GRPO cannot buy one with the
+#   other (issue 11, round 16: weighted sums of the two traded them along one frontier in rounds 14 and 15).
+JUDGE_SIGNALS: dict[str, str | tuple[str, ...] | None] = {
+    "judge": None, "relevance": "relevance", "consistency": "consistency", "balanced": ("relevance", "consistency")}
 # the rewards that need RewardContext.judge (the GRPO step loads the judge when a recipe names one)
 JUDGE_REWARDS = frozenset(JUDGE_SIGNALS)
 

@@ -290,7 +290,8 @@ def _judge_length_slopes(run: Run, cfg: Stage1Config, judged: list[dict[str, Any
 
     if not cfg.judge_length_control:
         return {}
-    criteria = sorted({JUDGE_SIGNALS[r] or "aggregate" for r in cfg.rewards if r in JUDGE_SIGNALS})
+    criteria = sorted({c or "aggregate" for r in cfg.rewards if r in JUDGE_SIGNALS
+                       for c in (JUDGE_SIGNALS[r] if isinstance(JUDGE_SIGNALS[r], tuple) else (JUDGE_SIGNALS[r],))})
     slopes = length_slopes(judged, criteria)
     if not run.cache.get("only_jobs"):  # the parent logs them once; its per-persona workers measure the same
         run.progress.event("grpo", "metrics", message="judge length slopes (points per word): " +
