@@ -19,6 +19,9 @@ META_PATTERNS = (r"\bas an ai\b", r"\bas a language model\b", r"\bi am an ai\b",
                  r"\bhere(?:'s| is) (?:an? |the )?(?:edited|revised|rewritten|improved|updated) (?:version|text)\b",
                  r"\bhere(?:'s| is) the (?:ending|end|rest|continuation) of the (?:conversation|dialogue|story)\b",
                  r"\bhere(?:'s| is) (?:your|my|the) (?:next |new )?(?:message|response|reply)\b",
+                 # writing-coach talk (round-16 speakers in the chat: "Here's an example of how you could respond.")
+                 r"\bhere(?:'s| is) (?:an example of |one way |a way )?how (?:you|i|we) (?:could|can|might|should|would) (?:respond|reply|answer)\b",
+                 r"\bhere(?:'s| is) an example (?:of )?(?:a |an )?(?:response|reply|answer)\b",
                  r"\bthe (?:user|assistant) (?:says|said|asks|asked|is asking)\b")
 # How a reply that opens like meta talk starts: streaming holds such an opening back until it is decided.
 _META_OPENERS = ("here's", "here is", "here\u2019s", "the user", "the assistant", "as an ai", "as a language model",

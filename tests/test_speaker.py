@@ -51,13 +51,15 @@ def test_emoji_and_hashtag_runs_are_trimmed(es_pack):
 
 def test_meta_talk():
     assert has_meta_talk("As an AI, I cannot feel.") and not has_meta_talk("I am here with you.")
-    for line in ("Here's a revised version of your text.", "Here is the revised text.", "Here is your next message."):
+    for line in ("Here's a revised version of your text.", "Here is the revised text.", "Here is your next message.",
+                 "Here's an example of how you could respond.", "Here's how you can respond.", "Here is an example response."):
         assert has_meta_talk(line) and cut_meta_talk(line) == ""
     assert cut_meta_talk("That sounds hard. Here is an edited version of your text. Bye.") == "That sounds hard."
     assert cut_meta_talk("Here with you, always.") == "Here with you, always."
     assert might_open_meta("Here") and might_open_meta("Here's a") and might_open_meta("The")
     assert not might_open_meta("Here with you") and not might_open_meta("That sounds hard")
     assert not might_open_meta("Here's a thought: maybe a short walk after work could clear your head")
+    assert not has_meta_talk("Here's an example of a time I felt lonely too.") and not has_meta_talk("Here's how you can start: one call a week.")
 
 
 def test_meta_talk_is_drawn_again_and_never_shown(es_pack, fake_backend):
