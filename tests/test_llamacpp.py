@@ -239,7 +239,7 @@ def test_single_replies_decode_on_the_files_weights_after_a_q8_0_prompt(llm):
     llm._forget_slots()
     assert "decoding native" in llm.info().model
     out = llm.generate([MSG], GREEDY, adapter="speaker-anchor")[0]
-    assert out.completion_tokens == GREEDY.max_new_tokens and out.text
+    assert 0 < out.completion_tokens <= GREEDY.max_new_tokens and out.text  # the trained Anchor may stop early
 
 
 def test_refused_hand_over_falls_back_to_the_main_weights(strong, monkeypatch):
