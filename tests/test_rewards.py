@@ -183,6 +183,13 @@ def test_judge_reward_is_z_scored_per_group_and_skips_invalid(es_pack: PersonaPa
     assert out.index(max(out)) == 2  # the reply good on both ranks first, not either one-sided reply
     assert logged == pytest.approx({"balanced/relevance_raw_mean": 10 / 3, "balanced/consistency_raw_mean": 10 / 3})
     assert b.__name__ == "balanced_reward"
+    # a verdict without one of the criteria gives None wherever that reply sits in the batch
+    partial = _Judge()
+    partial.score_batch = lambda items: [Verdict({k: 3.0 for k in CRITERIA if not (k == "consistency" and it.response[0] == "a")}, True)
+                                         for it in items]
+    (b,) = get_reward_funcs(["balanced"], RewardContext(personas=es_pack.active, roster=es_pack.active, judge=partial))
+    assert b([conv("a x"), conv("b x")], persona=["Anchor"] * 2, context=[c1] * 2)[0] is None
+    assert b([conv("b x"), conv("a x")], persona=["Anchor"] * 2, context=[c1] * 2)[1] is None
 
 
 def test_mood_reward_penalises_celebrating_distress_only(es_pack: PersonaPack) -> None:

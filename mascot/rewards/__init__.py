@@ -88,6 +88,7 @@ def _judge_signal(ctx: RewardContext, name: str, criterion: str | tuple[str, ...
     from mascot.judges import JudgeItem
 
     replies = _replies(ctx)
+    criteria = signal_criteria(criterion)
 
     def reward(completions: list[Any], persona: list[str], context: list[str],
                log_metric: Callable[[str, float], None] | None = None, **kwargs: Any) -> list[float | None]:
@@ -96,20 +97,20 @@ def _judge_signal(ctx: RewardContext, name: str, criterion: str | tuple[str, ...
         verdicts = ctx.judge.score_batch(items)
         keys = [f"{n}\n{c}" for n, c in zip(persona, context)]
         zs: list[list[float]] = []
-        for crit in (criterion if isinstance(criterion, tuple) else (criterion,)):
+        for crit in criteria:
             raw = [(v.aggregate if crit is None else v.scores.get(crit, math.nan)) if v.valid else math.nan
                    for v in verdicts]
             valid = [r for r in raw if not math.isnan(r)]
             if log_metric is not None and valid:
-                log_metric(f"{name}/{crit}_raw_mean" if isinstance(criterion, tuple) else f"{name}/raw_mean",
+                log_metric(f"{name}/{crit}_raw_mean" if len(criteria) > 1 else f"{name}/raw_mean",
                            sum(valid) / len(valid))
             if ctx.judge_length_slopes:  # the group z-score below removes the group mean, so only the slope matters
                 key = crit or "aggregate"
                 raw = [r - ctx.judge_length_slopes.get((item.persona.name, key), 0.0) * count_words(item.response)
                        for r, item in zip(raw, items)]
             zs.append(group_zscore(raw, keys))
-        out = [min(col) for col in zip(*zs)]
-        return [None if math.isnan(z) else z for z in out]
+        # a reply missing any criterion gets None (Python's min would keep or drop a NaN depending on its position)
+        return [None if any(math.isnan(z) for z in col) else min(col) for col in zip(*zs)]
 
     reward.__name__ = f"{name}_reward"
     return reward
@@ -160,6 +161,17 @@ def length_slopes(judged: list[dict[str, Any]], criteria: list[str]) -> dict[tup
 #   other (issue 11, round 16: weighted sums of the two traded them along one frontier in rounds 14 and 15).
 JUDGE_SIGNALS: dict[str, str | tuple[str, ...] | None] = {
     "judge": None, "relevance": "relevance", "consistency": "consistency", "balanced": ("relevance", "consistency")}
+
+
+def signal_criteria(criterion: str | tuple[str, ...] | None) -> tuple[str | None, ...]:
+    """The judge criteria a `JUDGE_SIGNALS` entry reads, as a tuple (None = the aggregate).
+
+        >>> signal_criteria(JUDGE_SIGNALS["balanced"]), signal_criteria(JUDGE_SIGNALS["judge"])
+        (('relevance', 'consistency'), (None,))
+    """
+    return criterion if isinstance(criterion, tuple) else (criterion,)
+
+
 # the rewards that need RewardContext.judge (the GRPO step loads the judge when a recipe names one)
 JUDGE_REWARDS = frozenset(JUDGE_SIGNALS)
 
@@ -237,5 +249,5 @@ def get_reward_funcs(names: list[str], ctx: RewardContext) -> list[RewardFunc]:
     return funcs
 
 
-__all__ = ["JUDGE_REWARDS", "REWARDS", "FormatChecker", "PersonaRewardModel", "RewardContext", "RewardFunc", "completion_text",
-           "get_reward_funcs", "group_zscore", "make_format_reward", "make_persona_rm_reward", "rm_prompt"]
+__all__ = ["JUDGE_REWARDS", "JUDGE_SIGNALS", "REWARDS", "FormatChecker", "PersonaRewardModel", "RewardContext", "RewardFunc", "completion_text",
+           "get_reward_funcs", "group_zscore", "make_format_reward", "make_persona_rm_reward", "rm_prompt", "signal_criteria"]

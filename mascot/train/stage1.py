@@ -286,12 +286,11 @@ def step_grpo(run: Run) -> dict[str, Any]:
 def _judge_length_slopes(run: Run, cfg: Stage1Config, judged: list[dict[str, Any]]) -> dict[tuple[str, str], float]:
     """Per persona and criterion, the judge points one more word earns on the judged candidates (for
     `judge_length_control`); logged so the run shows what was taken off."""
-    from mascot.rewards import JUDGE_SIGNALS, length_slopes
+    from mascot.rewards import JUDGE_SIGNALS, length_slopes, signal_criteria
 
     if not cfg.judge_length_control:
         return {}
-    criteria = sorted({c or "aggregate" for r in cfg.rewards if r in JUDGE_SIGNALS
-                       for c in (JUDGE_SIGNALS[r] if isinstance(JUDGE_SIGNALS[r], tuple) else (JUDGE_SIGNALS[r],))})
+    criteria = sorted({c or "aggregate" for r in cfg.rewards if r in JUDGE_SIGNALS for c in signal_criteria(JUDGE_SIGNALS[r])})
     slopes = length_slopes(judged, criteria)
     if not run.cache.get("only_jobs"):  # the parent logs them once; its per-persona workers measure the same
         run.progress.event("grpo", "metrics", message="judge length slopes (points per word): " +
