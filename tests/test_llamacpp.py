@@ -250,7 +250,8 @@ def test_refused_hand_over_falls_back_to_the_main_weights(strong, monkeypatch):
     want = backend.generate([MSG], GREEDY, adapter="speaker-anchor")[0]
     monkeypatch.setattr(backend.ll, "llama_state_seq_set_data", lambda *a: 0)
     got = backend.generate([MSG], GREEDY, adapter="speaker-anchor")[0]
-    assert got.completion_tokens == want.completion_tokens and got.text
+    # the fallback decodes on other weights, so a reply that stops early may stop elsewhere (the shipped Anchor does)
+    assert 0 < got.completion_tokens <= GREEDY.max_new_tokens and got.text and want.text
     assert backend._decoder is None and backend.decode_weights == backend.weights
     same = LlamaCppBackend("embedded", n_ctx=1024, n_seq=1, decode_weights="same")
     assert same._decoder is None and same.decode_weights == same.weights

@@ -27,9 +27,10 @@ def test_bundled_recipes_load() -> None:
     assert {"tiny-cpu", "paper-gpu"} <= set(list_recipes())
     tiny = load_recipe("tiny-cpu")
     assert tiny.model == "embedded" and tiny.judge == "offline" and tiny.k == 8 and tiny.delta == 0.5
-    assert tiny.rewards == ["persona_rm", "format", "judge", "mood", "balanced", "overlong"]  # round 16 (issue 11)
-    assert tiny.reward_weights == [1.0, 2.0, 1.0, 1.0, 2.0, 2.0] and tiny.judge_length_control and tiny.rm_length_control
-    assert tiny.persona_overrides["anchor"]["reward_weights"][1] == 3.0 and tiny.format_min_words == 15
+    assert tiny.rewards == ["persona_rm", "format", "judge", "mood", "balanced", "overlong", "relevance"]  # round 18 (issue 11)
+    assert tiny.reward_weights == [1.0, 2.0, 1.0, 1.0, 2.0, 2.0, 0.0] and tiny.judge_length_control and tiny.rm_length_control
+    assert tiny.persona_overrides["anchor"]["reward_weights"] == [1.0, 3.0, 1.0, 1.0, 2.0, 2.0, 1.5] and tiny.format_min_words == 15
+    assert tiny.persona_overrides["beacon"] == {"sft_max_words": 35, "reward_weights": [1.0, 3.0, 1.0, 1.0, 2.0, 2.0, 1.0]}
     assert tiny.rm_kind == "embedding" and tiny.rm_reward_norm == "global" and tiny.format_graded
     assert tiny.cross_persona_pairs > 0 and tiny.cross_persona_margin == 0.5 and tiny.grpo["max_steps"] >= 30
     assert tiny.sft_warm_start and tiny.sft_criterion is None and tiny.sft_trim and tiny.sft["num_train_epochs"] == 1
@@ -63,7 +64,7 @@ def test_yaml_path_and_overrides(tmp_path: Path) -> None:
         ({"k": "many"}, r"Field 'k' expects int"),
         ({"grpo.output_dir": "/x"}, r"set by the pipeline itself"),
         ({"adapter_mode": "each"}, r"Valid adapter_mode names: per-persona, shared"),
-        ({"reward_weights": "[1.0]"}, r"rewards has 6 entries but reward_weights has 1"),
+        ({"reward_weights": "[1.0]"}, r"rewards has 7 entries but reward_weights has 1"),
         ({"sft.learning_rat": "1"}, r"Unknown field 'sft.learning_rat'.*SFTConfig; similar fields: learning_rate"),
         ({"k": "1"}, r"at least 2 candidates"),
         ({"overlong_buffer": "0"}, r"overlong_buffer=0 must be >= 1 token"),
@@ -297,17 +298,17 @@ def test_grpo_workers_under_redo_are_not_trained_again_in_process(tmp_path: Path
 
 def test_persona_overrides_per_adapter_and_loud_errors(tmp_path: Path, es_pack) -> None:
     """Each persona's warm start and GRPO run can be set its own way; the others keep the recipe's settings."""
-    cfg = load_recipe("tiny-cpu", {"persona_overrides": "{beacon: {reward_weights: [1, 3, 1, 1, 0, 2], sft_rank_weights: {relevance: 4}}}"})
+    cfg = load_recipe("tiny-cpu", {"persona_overrides": "{beacon: {reward_weights: [1, 3, 1, 1, 0, 2, 0], sft_rank_weights: {relevance: 4}}}"})
     beacon, anchor = cfg.for_persona("beacon"), cfg.for_persona("anchor")
-    assert build_grpo_config(beacon, tmp_path).reward_weights == [1.0, 3.0, 1.0, 1.0, 0.0, 2.0] and beacon.sft_rank_weights == {"relevance": 4}
-    catalyst = cfg.for_persona("catalyst")  # the recipe's own overrides (Anchor's) are replaced by the given ones
+    assert build_grpo_config(beacon, tmp_path).reward_weights == [1.0, 3.0, 1.0, 1.0, 0.0, 2.0, 0.0] and beacon.sft_rank_weights == {"relevance": 4}
+    catalyst = cfg.for_persona("catalyst")  # the recipe's own overrides (Anchor's, Beacon's) are replaced by the given ones
     assert catalyst is cfg and build_grpo_config(catalyst, tmp_path).reward_weights == list(cfg.reward_weights)
     assert anchor is cfg
     assert beacon.persona_overrides == {} and beacon.k == cfg.k
-    with pytest.raises(ConfigError, match=r"persona_overrides\['beacon'\]: rewards has 6 entries but reward_weights has 2"):
+    with pytest.raises(ConfigError, match=r"persona_overrides\['beacon'\]: rewards has 7 entries but reward_weights has 2"):
         load_recipe("tiny-cpu", {"persona_overrides": "{beacon: {reward_weights: [1, 3]}}"})
     with pytest.raises(ConfigError, match="give a list of numbers"):
-        load_recipe("tiny-cpu", {"persona_overrides": "{beacon: {reward_weights: [a, b, c, d, e, f]}}"})
+        load_recipe("tiny-cpu", {"persona_overrides": "{beacon: {reward_weights: [a, b, c, d, e, f, g]}}"})
     with pytest.raises(ConfigError, match=r"sets k; fields a persona may set: reward_weights, sft_rank_weights"):
         load_recipe("tiny-cpu", {"persona_overrides": "{beacon: {k: 16}}"})
     with pytest.raises(ConfigError, match="needs adapter_mode: per-persona"):

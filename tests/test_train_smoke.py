@@ -88,8 +88,9 @@ def test_stage1_end_to_end_on_a_tiny_model(tiny_model_dir: Path, tmp_path: Path,
         "rm_kind": "llm", "grpo_workers": "1", "pair_criteria": "[]", "pair_max_length_ratio": "none",
         "cross_persona_pairs": "0", "rm_reward_norm": "group",
         # the length controls (issue 11, stop 23): overlong reward, length-controlled judge and reward model; the
-        # shipped recipe's balanced reward (stop 24) reads the fake judge's Relevance and Consistency
-        "rewards": "[persona_rm, format, judge, mood, balanced, overlong]", "reward_weights": "[1, 2, 1, 1, 2, 2]",
+        # shipped recipe's balanced reward (stop 24) reads the fake judge's Relevance and Consistency, and its relevance
+        # reward (stop 25) is weighted per persona by the recipe's persona_overrides
+        "rewards": "[persona_rm, format, judge, mood, balanced, overlong, relevance]", "reward_weights": "[1, 2, 1, 1, 2, 2, 0]",
         "overlong_buffer": "4", "judge_length_control": "true", "rm_length_control": "true",
     })
     card = main(cfg, show_bars=False)
