@@ -408,11 +408,13 @@ assert tuple(STEP_FUNCS) == STEPS
 # ------------------------------------------------------------------- main
 def main(cfg: Stage1Config, only: list[str] | None = None, redo: list[str] | None = None, show_bars: bool = True) -> dict[str, Any]:
     """Run (or resume) the Stage-1 pipeline; returns the run card dict."""
+    from mascot.train.allocator import keep_freed_memory
     from mascot.train.runcard import read_run_card, write_run_card
 
     for s in [*(only or []), *(redo or [])]:
         if s not in STEPS and not s.startswith("grpo:"):
             raise ConfigError(f"Unknown step {s!r}. Valid steps: {', '.join(STEPS)} (or grpo:<persona key>).")
+    keep_freed_memory()  # every trainer step reuses its freed tensors instead of faulting them in again
     if cfg.torch_threads:
         import torch
 

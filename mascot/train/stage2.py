@@ -342,6 +342,9 @@ def main(cfg: Stage2Config, only: list[str] | None = None, redo: list[str] | Non
         from mascot.backends.llamacpp import import_llama_cpp
 
         import_llama_cpp()  # before torch: llama.cpp keeps its own OpenMP wait policy (see import_llama_cpp)
+    from mascot.train.allocator import keep_freed_memory
+
+    keep_freed_memory()  # every trainer step reuses its freed tensors instead of faulting them in again
     if cfg.torch_threads:
         import torch
 

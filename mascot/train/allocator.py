@@ -1,0 +1,57 @@
+"""Keep freed memory in the training process instead of handing it back to the kernel after every step.
+
+torch takes each CPU tensor from glibc's malloc, and glibc serves every block of 128 KB to 32 MB from its own
+`mmap` (the threshold grows with use) and each block above 32 MB always, unmapping it again on free. A training
+step allocates and frees the same logits, activations and gradients every time, so the kernel maps and zeroes
+them again, 4 KB page by page: three 1-thread GRPO workers on a 2-core VM spent 60-85 % of their CPU time in the
+kernel (benchmarks/grpo_step.py reports kernel time and page faults). With mmap off and trimming off, freed
+blocks go back to malloc's free lists and the next step reuses them: the process keeps its peak size, which a
+training process reaches in its first step anyway.
+
+Transparent huge pages (torch's THP_MEM_ALLOC_ENABLE) were tried first and cost the same time: with this
+kernel's `defrag=madvise` each 2 MB fault stalls in direct compaction once memory is fragmented.
+
+`MASCOT_KEEP_FREED_MEMORY=0` switches this off (e.g. to measure the difference).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import logging
+import os
+import sys
+
+log = logging.getLogger(__name__)
+
+# mallopt parameters (glibc malloc.h)
+M_TRIM_THRESHOLD = -1
+M_MMAP_MAX = -4
+_TRIM_NEVER = 2**31 - 1  # the largest value mallopt's int takes: the heap top is never trimmed in practice
+
+_applied: bool | None = None
+
+
+def keep_freed_memory() -> bool:
+    """Make glibc's malloc keep freed blocks for reuse (no mmap, no trimming) in this process; True if applied.
+
+    Idempotent; does nothing (and returns False) off Linux/glibc or when MASCOT_KEEP_FREED_MEMORY=0."""
+    global _applied
+    if _applied is not None:
+        return _applied
+    _applied = False
+    if os.environ.get("MASCOT_KEEP_FREED_MEMORY", "1").strip().lower() in ("0", "false", "no", "off"):
+        return False
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        mallopt = libc.mallopt
+    except (OSError, AttributeError):  # musl and other libcs have no mallopt: nothing to tune
+        return False
+    mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
+    ok = mallopt(M_MMAP_MAX, 0) == 1 and mallopt(M_TRIM_THRESHOLD, _TRIM_NEVER) == 1
+    if not ok:
+        log.warning("mallopt refused to keep freed memory; training runs as before, with more kernel time per step.")
+    _applied = ok
+    return ok

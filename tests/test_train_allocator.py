@@ -1,0 +1,58 @@
+"""The training processes keep freed memory for reuse (mascot/train/allocator.py).
+
+Each check runs in a child process: mallopt changes the whole process's allocator, which the test runner's
+own process should not inherit."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+PROBE = r"""
+import json, resource
+from mascot.train import allocator
+first = allocator.keep_freed_memory()
+again = allocator.keep_freed_memory()
+faults = []
+for _ in range(2):  # touch and free a 64 MB block twice: above glibc's largest mmap threshold (32 MB)
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    block = bytearray(64 * 2**20)
+    block[::4096] = b"x" * len(block[::4096])
+    del block
+    faults.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+print(json.dumps({"first": first, "again": again, "faults": faults}))
+"""
+
+
+def probe(**env: str) -> dict:
+    out = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, check=True, cwd=ROOT,
+                         env={**os.environ, "PYTHONPATH": str(ROOT), **env}, timeout=120)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+glibc = pytest.mark.skipif(not sys.platform.startswith("linux") or platform.libc_ver()[0] != "glibc",
+                           reason="mallopt is glibc's")
+
+
+@glibc
+def test_freed_block_is_reused_without_page_faults() -> None:
+    r = probe()
+    assert r["first"] is True and r["again"] is True  # applied once, idempotent
+    # the first touch maps 16,384 pages; the second finds the freed block in malloc's free lists
+    assert r["faults"][0] > 10_000 and r["faults"][1] < r["faults"][0] / 10
+
+
+@glibc
+def test_switched_off_by_the_environment_as_glibc_default() -> None:
+    r = probe(MASCOT_KEEP_FREED_MEMORY="0")
+    assert r["first"] is False and r["again"] is False
+    # glibc's default: the 64 MB block is mmapped and unmapped each time, so the second touch faults again
+    assert r["faults"][1] > 10_000
