@@ -7,7 +7,14 @@ Runs TRL's GRPOTrainer with LoRA on the embedded SmolLM2-135M-Instruct, the reci
 (the shipped reward model if `checkpoints/tiny-cpu/reward_model` exists, else a freshly initialised one of
 the same size, so the scoring cost is the same) on speaker prompts built from the bundled scenarios.
 Peak memory: process peak RSS (resource.getrusage ru_maxrss, includes the model) and the Python-heap
-peak during training (tracemalloc; torch tensors are allocated outside it, hence small).
+peak during training (tracemalloc; torch tensors are allocated outside it, hence small). CPU time in user and
+kernel mode and the minor page faults of the training loop show what the allocator costs: like the training
+commands, this keeps freed memory for reuse (mascot/train/allocator.py); compare with glibc's default:
+
+    MASCOT_KEEP_FREED_MEMORY=0 HF_HUB_OFFLINE=1 PYTHONPATH=. .venv/bin/python benchmarks/grpo_step.py --steps 4
+
+`--rollouts llamacpp|trainer` times GRPO with its completions sampled on llama.cpp or by TRL itself
+(mascot/train/grpo_rollout.py).
 """
 
 from __future__ import annotations
@@ -66,19 +73,24 @@ def run(args: argparse.Namespace) -> dict:
     from mascot.data import load_scenarios
     from mascot.models import resolve_model
     from mascot.personas import load_pack
-    from mascot.rewards import RewardContext, get_reward_funcs
-    from mascot.train.configs import build_grpo_config, speaker_lora_config
+    from mascot.rewards import JUDGE_REWARDS, RewardContext, get_reward_funcs
+    from mascot.train.configs import build_grpo_config, grpo_completion_budget, speaker_lora_config
     from mascot.train.recipes import load_recipe
     from mascot.train.data import default_directive
     from mascot.train.modeling import load_tokenizer, num_layers, parameter_counts
     from mascot.prompts import speaker_messages
     from mascot.rewards.persona_rm import rm_prompt
+    from mascot.train.allocator import keep_freed_memory
+    from mascot.train.grpo_rollout import make_rollout
 
+    kept = keep_freed_memory()  # as `mascot train` does
     overrides = {"max_steps": str(args.steps)}
     if args.lora_layers is not None:
         overrides["lora_layers"] = str(args.lora_layers) if args.lora_layers > 0 else "none"
     if args.threads:
         overrides["torch_threads"] = str(args.threads)
+    if args.rollouts:
+        overrides["grpo_rollouts"] = args.rollouts
     cfg = load_recipe(args.recipe, overrides)
     if cfg.torch_threads:
         torch.set_num_threads(cfg.torch_threads)
@@ -93,26 +105,36 @@ def run(args: argparse.Namespace) -> dict:
                      "rm_prompt": rm_prompt(persona, d), "context": json.dumps(d.to_dict())})
     rm, rm_source = build_reward_model(cfg, Path(args.reward_model) if args.reward_model else None)
     judge = None
-    if "judge" in cfg.rewards:
+    if JUDGE_REWARDS & set(cfg.rewards):
         from mascot.judges import load_judge
 
         judge = load_judge(cfg.judge, **cfg.judge_kwargs)
+    # the recipe's reward settings, as step_grpo builds them (the length slopes, measured on a run's candidates, cost
+    # nothing to apply and are left out)
     ctx = RewardContext(personas=[persona], roster=roster, min_words=cfg.format_min_words,
-                        max_words=cfg.format_max_words, reward_model=rm, judge=judge, setting=pack.setting)
+                        max_words=cfg.format_max_words, reward_model=rm, judge=judge, setting=pack.setting,
+                        format_graded=cfg.format_graded, rm_norm=cfg.rm_reward_norm,
+                        max_completion_tokens=grpo_completion_budget(cfg), overlong_buffer=cfg.overlong_buffer,
+                        score_max_words=cfg.score_max_words)
     tok = load_tokenizer(cfg.model)
     model_path = resolve_model(cfg.model)
     with tempfile.TemporaryDirectory() as tmp:
         gcfg = build_grpo_config(cfg, tmp, max_steps=args.steps, model_is_path=True)
         gcfg.shuffle_dataset = False
         rss_before = rss_mb()
+        rollout = make_rollout(cfg.grpo_rollouts, cfg, tok, gcfg)
         trainer = GRPOTrainer(model=model_path, reward_funcs=get_reward_funcs(cfg.rewards, ctx), args=gcfg,
                               train_dataset=Dataset.from_list(rows), processing_class=tok,
-                              peft_config=speaker_lora_config(cfg, num_layers(model_path)))
+                              peft_config=speaker_lora_config(cfg, num_layers(model_path)), rollout_func=rollout)
         counts = parameter_counts(trainer.model)
         tracemalloc.start()
+        usage0 = resource.getrusage(resource.RUSAGE_SELF)
         t0 = time.time()
         trainer.train()
         wall = time.time() - t0
+        if rollout is not None:
+            rollout.close()
+        usage = resource.getrusage(resource.RUSAGE_SELF)
         _, py_peak = tracemalloc.get_traced_memory()
         tracemalloc.stop()
         steps = [h for h in trainer.state.log_history if "step_time" in h]
@@ -130,6 +152,9 @@ def run(args: argparse.Namespace) -> dict:
         "median_step_s": round(statistics.median(later), 2) if later else None,
         "first_step_s": round(times[0], 2) if times else None,
         "wall_s": round(wall, 1),
+        "user_cpu_s": round(usage.ru_utime - usage0.ru_utime, 1), "kernel_cpu_s": round(usage.ru_stime - usage0.ru_stime, 1),
+        "minor_page_faults": usage.ru_minflt - usage0.ru_minflt,
+        "keep_freed_memory": kept, "rollouts": cfg.grpo_rollouts,
         "mean_completion_tokens": round(statistics.mean(float(h.get("completions/mean_length", 0)) for h in steps), 1) if steps else None,
         "rss_before_train_mb": round(rss_before, 1), "peak_rss_mb": round(peak_rss_mb(), 1),
         "python_heap_peak_mb": round(py_peak / 2**20, 1),
@@ -146,6 +171,10 @@ def print_table(r: dict) -> None:
         ("step time mean / median (after the first)", f"{r['mean_step_s']} s / {r['median_step_s']} s"),
         ("first step", f"{r['first_step_s']} s"),
         ("all step times", ", ".join(map(str, r["step_seconds"]))),
+        ("CPU time: user / kernel (training loop)", f"{r['user_cpu_s']} s / {r['kernel_cpu_s']} s, "
+                                                    f"{r['minor_page_faults']:,} minor page faults"),
+        ("freed memory kept for reuse (MASCOT_KEEP_FREED_MEMORY)", r["keep_freed_memory"]),
+        ("completions sampled by (grpo_rollouts)", r["rollouts"]),
         ("mean completion length", f"{r['mean_completion_tokens']} tokens"),
         ("peak RSS (ru_maxrss)", f"{r['peak_rss_mb']} MB (RSS before training {r['rss_before_train_mb']} MB)"),
         ("Python heap peak (tracemalloc)", f"{r['python_heap_peak_mb']} MB"),
@@ -164,6 +193,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--persona", default="Anchor")
     p.add_argument("--threads", type=int, default=None, help="torch threads (default: the recipe's torch_threads)")
     p.add_argument("--lora-layers", type=int, default=None, help="LoRA on the last N layers; 0 = all layers")
+    p.add_argument("--rollouts", choices=["trainer", "llamacpp"], default=None,
+                   help="who samples the completions (default: the recipe's grpo_rollouts)")
     p.add_argument("--reward-model", default="checkpoints/tiny-cpu/reward_model",
                    help="trained RM adapter folder (falls back to an untrained RM of the same size)")
     p.add_argument("--json", default=None, help="also write the result as JSON here")

@@ -311,6 +311,14 @@ def test_persona_overrides_per_adapter_and_loud_errors(tmp_path: Path, es_pack) 
         load_recipe("tiny-cpu", {"persona_overrides": "{beacon: {reward_weights: [a, b, c, d, e, f, g]}}"})
     with pytest.raises(ConfigError, match=r"sets k; fields a persona may set: reward_weights, sft_rank_weights"):
         load_recipe("tiny-cpu", {"persona_overrides": "{beacon: {k: 16}}"})
+    with pytest.raises(ConfigError, match=r"persona_overrides\['beacon'\]: Unknown field 'grpo.lr_schedule'"):
+        load_recipe("tiny-cpu", {"persona_overrides": "{beacon: {grpo: {lr_schedule: linear}}}"})
+    slower = load_recipe("tiny-cpu", {"persona_overrides": "{catalyst: {grpo: {learning_rate: 1.0e-4}}}"})
+    assert build_grpo_config(slower.for_persona("catalyst"), tmp_path).learning_rate == 1e-4
+    assert build_grpo_config(slower.for_persona("catalyst"), tmp_path).max_steps == slower.grpo["max_steps"]
+    catalyst = slower.for_persona("catalyst")  # a trainer-section override updates the section, key by key
+    assert catalyst.grpo["num_generations"] == slower.grpo["num_generations"] and slower.grpo["learning_rate"] != 1e-4
+    assert slower.for_persona("anchor").grpo == slower.grpo  # other personas keep the recipe's section
     with pytest.raises(ConfigError, match="needs adapter_mode: per-persona"):
         load_recipe("tiny-cpu", {"persona_overrides": "{beacon: {sft_max_words: 20}}", "adapter_mode": "shared"})
     from mascot.train.stage1 import open_run
@@ -318,3 +326,13 @@ def test_persona_overrides_per_adapter_and_loud_errors(tmp_path: Path, es_pack) 
     bad = load_recipe("tiny-cpu", {"persona_overrides": "{becon: {sft_max_words: 20}}", "output_dir": str(tmp_path / "run")})
     with pytest.raises(ConfigError, match="'becon', not a trained persona.*valid keys: anchor, catalyst, beacon"):
         open_run(bad, show_bars=False)
+
+
+def test_grpo_rollouts_field_is_checked() -> None:
+    """Who samples GRPO's completions: a registry of two names, and never two samplers at once."""
+    assert load_recipe("tiny-cpu", {}).grpo_rollouts in ("trainer", "llamacpp")
+    assert load_recipe("paper-gpu", {}).grpo_rollouts == "trainer"  # TRL's vLLM path on GPU
+    with pytest.raises(ConfigError, match=r"Unknown grpo_rollouts 'vllm-ish'\. Valid grpo_rollouts names: llamacpp, trainer"):
+        load_recipe("tiny-cpu", {"grpo_rollouts": "vllm-ish"})
+    with pytest.raises(ConfigError, match="both generate GRPO's completions"):
+        load_recipe("tiny-cpu", {"grpo_rollouts": "llamacpp", "grpo.use_vllm": "true"})

@@ -43,6 +43,9 @@ class Completion:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     finish_reason: str = "stop"
+    # the sampled token ids, ending with the end-of-turn token when the model stopped itself; filled by backends
+    # that sample locally (llamacpp) for training rollouts that need them (GRPO), else empty
+    token_ids: tuple[int, ...] = ()
 
 
 @dataclass

@@ -162,6 +162,11 @@ class _Seq:
     text: str = ""
     done: bool = False
     finish: str = "length"
+    eog: int | None = None  # the end-of-generation token that stopped it, if one did
+
+    def token_ids(self) -> tuple[int, ...]:
+        """The sampled tokens, the stopping end-of-generation token included."""
+        return (*self.out, self.eog) if self.eog is not None else tuple(self.out)
 
 
 class LlamaCppBackend(Backend):
@@ -216,6 +221,7 @@ class LlamaCppBackend(Backend):
         self._dlora: dict[str, Any] = {}  # the same adapters loaded against the decoder's model
         self._gguf_adapters: dict[str, str] = {}
         self._active: dict[int, str | None] = {}  # context address -> adapter set on it ("" = not set yet)
+        self._contexts: dict[int, Any] = {}  # context address -> the context (to take an adapter off it)
         # the unified-KV scoring and batch contexts, made on first use, and the prompt prefix each keeps (by adapter)
         self._scorer: Any = None
         self._batcher: Any = None
@@ -345,6 +351,35 @@ class LlamaCppBackend(Backend):
         self._gguf_adapters[name] = str(gguf_path)
         self.adapters[name] = path
 
+    def remove_adapter(self, name: str) -> None:
+        """Unload adapter `name`: taken off every context that has it, every cached prompt prefix computed through
+        it dropped (a later adapter of the same name must not reuse keys and values of these weights), and its
+        llama.cpp handles freed. GRPO rollouts load the policy's new LoRA every step and drop the old one."""
+        with self._lock:
+            if name not in self._lora:
+                raise BackendError(f"Adapter {name!r} is not loaded. Loaded adapters: {', '.join(self._lora) or 'none'}.")
+            for key, active in list(self._active.items()):
+                if active == name:
+                    self.ll.llama_set_adapters_lora(self._contexts[key], None, 0, None)
+                    self._active[key] = None
+            for i, (key, _) in enumerate(self._slots):
+                if key == name:
+                    self.ll.llama_memory_seq_rm(self.mem, i, -1, -1)
+                    self._slots[i] = (None, [])
+            if self._batch_prefix[0] == name:
+                self._batch_prefix = (None, [])
+                if self._batcher is not None:
+                    self.ll.llama_memory_clear(self._batcher[2], True)
+            if self._score_cache[0] == name:
+                self._score_cache = (None, [])
+                if self._scorer is not None:
+                    self.ll.llama_memory_clear(self._scorer[2], True)
+            self.ll.llama_adapter_lora_free(self._lora.pop(name))
+            if name in self._dlora:
+                self.ll.llama_adapter_lora_free(self._dlora.pop(name))
+            self._gguf_adapters.pop(name, None)
+            self.adapters.pop(name, None)
+
     def _activate(self, adapter: str | None, ctx: Any = None) -> None:
         """Put exactly `adapter` (or none) on a context (the generation one by default); KV entries are keyed
         by adapter set, so no reuse leaks across."""
@@ -363,6 +398,7 @@ class LlamaCppBackend(Backend):
         if rc != 0:
             raise BackendError(f"llama.cpp could not switch to adapter {adapter!r} (code {rc}).")
         self._active[key] = adapter
+        self._contexts[key] = ctx
 
     # --------------------------------------------------------------- prompting
     def _jinja_env(self) -> Any:
@@ -438,7 +474,7 @@ class LlamaCppBackend(Backend):
     def _take(self, s: _Seq, tok: int, params: GenerationParams) -> None:
         """Record one sampled token (llama_sampler_sample already fed it to the penalties), update text and stop state."""
         if self.ll.llama_vocab_is_eog(self.vocab, tok):
-            s.done, s.finish = True, "stop"
+            s.done, s.finish, s.eog = True, "stop", tok
             return
         s.out.append(tok)
         s.raw += self._model.token_to_piece(tok).rstrip(b"\0")
@@ -534,8 +570,8 @@ class LlamaCppBackend(Backend):
         if not batch:
             return []
         if len(batch) == 1:
-            text, n_prompt, n_out, finish = self._single(batch[0], params, adapter, stream=False).__next__()
-            return [Completion(text, n_prompt, n_out, finish)]
+            text, n_prompt, n_out, finish, tokens = self._single(batch[0], params, adapter, stream=False).__next__()
+            return [Completion(text, n_prompt, n_out, finish, tokens)]
         prompts = [self._prompt(m, params) for m in batch]
         results: list[Completion | None] = [None] * len(prompts)
         with self._lock:
@@ -562,7 +598,7 @@ class LlamaCppBackend(Backend):
                 nonlocal used
                 for done in finished:
                     i = index[id(done)]
-                    results[i] = Completion(done.text, len(done.prompt), len(done.out), done.finish)
+                    results[i] = Completion(done.text, len(done.prompt), len(done.out), done.finish, done.token_ids())
                     self.ll.llama_memory_seq_rm(mem, done.seq_id, shared, -1)  # the shared prefix stays
                     free.append(done.seq_id)
                     used -= need[i]
@@ -643,8 +679,8 @@ class LlamaCppBackend(Backend):
             self._decode([(tokens[p], p, seq_id, False) for p in range(pos, min(end, pos + self.n_batch))], ctx, batch)
 
     def _single(self, messages: Messages, params: GenerationParams, adapter: str | None,
-                stream: bool) -> Iterator[tuple[str, int, int, str]]:
-        """One chat in a reused cache slot; yields (text so far, prompt tokens, new tokens, finish)."""
+                stream: bool) -> Iterator[tuple[str, int, int, str, tuple[int, ...]]]:
+        """One chat in a reused cache slot; yields (text so far, prompt tokens, new tokens, finish, token ids)."""
         prompt = self._prompt(messages, params)
         with self._lock:
             self._activate(adapter)
@@ -664,7 +700,7 @@ class LlamaCppBackend(Backend):
                 steps = self._run([s], params, ctx=dctx)
                 while True:
                     if stream:
-                        yield s.text, len(prompt), len(s.out), s.finish
+                        yield s.text, len(prompt), len(s.out), s.finish, ()
                     if next(steps, StopIteration) is StopIteration:
                         break
             finally:
@@ -674,7 +710,7 @@ class LlamaCppBackend(Backend):
                 n = min(len(prompt), self.ll.llama_memory_seq_pos_max(self.mem, seq_id) + 1)
                 self.ll.llama_memory_seq_rm(self.mem, seq_id, n, -1)
                 self._slots[seq_id] = (adapter, prompt[:n])
-        yield s.text, len(prompt), len(s.out), s.finish
+        yield s.text, len(prompt), len(s.out), s.finish, s.token_ids()
 
     def stream(self, messages: Messages, params: GenerationParams, adapter: str | None = None) -> Iterator[str]:
         emitted = ""

@@ -26,13 +26,16 @@ RECIPES_DIR = Path(__file__).resolve().parent.parent / "recipes"
 STEPS = ("generate", "judge", "pairs", "reward_model", "grpo")
 ADAPTER_MODES = ("per-persona", "shared")
 RM_KINDS = ("llm", "embedding")
+ROLLOUT_KINDS = ("trainer", "llamacpp")  # grpo_rollouts (mascot/train/grpo_rollout.py)
 RM_REWARD_NORMS = ("group", "global")
 CONTEXT_MODES = ("round", "opening")
 SECTIONS = ("reward_model", "grpo", "sft")
 # GRPOConfig fields the pipeline sets itself from top-level fields; setting them in `grpo:` is an error.
 _MANAGED_GRPO = ("output_dir", "reward_weights")
 # what `persona_overrides` may set for one persona's warm start and GRPO run
-PERSONA_FIELDS = ("reward_weights", "sft_rank_weights", "sft_max_words", "sft_criterion")
+PERSONA_FIELDS = ("reward_weights", "sft_rank_weights", "sft_max_words", "sft_criterion", "grpo")
+# override fields that hold a trainer section: a persona's entry updates the recipe's section, key by key
+_MERGED_PERSONA_FIELDS = ("grpo",)
 _MANAGED_RM = ("output_dir",)
 _MANAGED_SFT = ("output_dir",)
 
@@ -181,6 +184,12 @@ class Stage1Config:
         default=True, metadata={"help": "Save each warm-start adapter to <output>/sft/<persona>/ (the SFT-only ablation)."}
     )
     grpo_max_prompts: int | None = field(default=None, metadata={"help": "Cap on GRPO prompts per persona (None = all train contexts)."})
+    grpo_rollouts: str = field(
+        default="trainer",
+        metadata={"help": "Who samples GRPO's completions: trainer (TRL: transformers.generate, or vLLM with "
+                  "grpo.use_vllm) or llamacpp (the policy's LoRA loaded into llama.cpp every step; about 4x faster "
+                  "sampling on CPU, mascot/train/grpo_rollout.py)."},
+    )
     grpo_workers: int = field(
         default=1,
         metadata={"help": "Train this many per-persona adapters at once, one process each (`--only grpo:<key>`). On a "
@@ -237,6 +246,10 @@ class Stage1Config:
             raise unknown_name("context_mode", self.context_mode, CONTEXT_MODES)
         if self.adapter_mode not in ADAPTER_MODES:
             raise unknown_name("adapter_mode", self.adapter_mode, ADAPTER_MODES)
+        if self.grpo_rollouts not in ROLLOUT_KINDS:
+            raise unknown_name("grpo_rollouts", self.grpo_rollouts, ROLLOUT_KINDS)
+        if self.grpo_rollouts == "llamacpp" and self.grpo.get("use_vllm"):
+            raise ConfigError("grpo_rollouts: llamacpp and grpo.use_vllm both generate GRPO's completions: choose one.")
         if self.rm_kind not in RM_KINDS:
             raise unknown_name("rm_kind", self.rm_kind, RM_KINDS)
         if self.rm_reward_norm not in RM_REWARD_NORMS:
@@ -291,7 +304,11 @@ class Stage1Config:
     def for_persona(self, key: str | None) -> "Stage1Config":
         """This config as persona `key`'s adapter job sees it: its `persona_overrides` entry applied."""
         fields = self.persona_overrides.get(key or "")
-        return dataclasses.replace(self, **fields, persona_overrides={}) if fields else self
+        if not fields:
+            return self
+        fields = {k: {**getattr(self, k), **v} if k in _MERGED_PERSONA_FIELDS and isinstance(v, dict) else v
+                  for k, v in fields.items()}
+        return dataclasses.replace(self, **fields, persona_overrides={})
 
     @property
     def out(self) -> Path:

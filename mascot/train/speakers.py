@@ -16,6 +16,7 @@ from mascot.errors import ConfigError
 from mascot.personas import Persona
 from mascot.rewards import RewardContext, get_reward_funcs
 from mascot.train.configs import Stage1Config, build_grpo_config, speaker_lora_config
+from mascot.train.grpo_rollout import make_rollout
 from mascot.models import resolve_model
 from mascot.train.modeling import base_display_name, load_tokenizer, num_layers, lora_state, parameter_counts, save_adapter
 from mascot.train.progress import ProgressLog, make_trainer_callback
@@ -187,13 +188,18 @@ def train_speaker(cfg: Stage1Config, name: str, rows: list[dict[str, Any]], rewa
     step = f"grpo:{name}"
     # a warm-started PeftModel continues its adapter; otherwise GRPOTrainer wraps the base with a fresh LoRA
     peft_config = None if sft_metrics is not None else speaker_lora_config(cfg, num_layers(model))
+    rollout = make_rollout(cfg.grpo_rollouts, cfg, tokenizer, args)  # None: TRL samples the completions itself
     trainer = GRPOTrainer(model=model, reward_funcs=reward_funcs, args=args, train_dataset=Dataset.from_list(rows),
                           processing_class=tokenizer, peft_config=peft_config,
-                          callbacks=[make_trainer_callback(log, step)])
+                          callbacks=[make_trainer_callback(log, step)], rollout_func=rollout)
     counts = parameter_counts(trainer.model)
     before = lora_state(trainer.model)
     t_grpo = time.time()
-    trainer.train()
+    try:
+        trainer.train()
+    finally:
+        if rollout is not None:
+            rollout.close()
     grpo_seconds = time.time() - t_grpo
     after = lora_state(trainer.model)
     changed = sum(not before[n].equal(after[n]) for n in before)
@@ -209,7 +215,7 @@ def train_speaker(cfg: Stage1Config, name: str, rows: list[dict[str, Any]], rewa
         "changed_tensors": changed, "trainable_tensors": len(before), "files": files,
         "reward_funcs": list(trainer.reward_func_names), "reward_weights": list(cfg.reward_weights),
         "summary": summary, "checks": curve_checks(summary), "curve": curve, "sft": sft_metrics,
-        "plot": str(plot) if plot else None,
+        "plot": str(plot) if plot else None, "rollouts": cfg.grpo_rollouts,
         "seconds": round(time.time() - t0, 1),
     }
     metrics["grpo_seconds"] = round(grpo_seconds, 1)
