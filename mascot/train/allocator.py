@@ -12,6 +12,12 @@ Transparent huge pages (torch's THP_MEM_ALLOC_ENABLE) were tried first and cost 
 kernel's `defrag=madvise` each 2 MB fault stalls in direct compaction once memory is fragmented.
 
 `MASCOT_KEEP_FREED_MEMORY=0` switches this off (e.g. to measure the difference).
+
+The price is memory: a process keeps its peak, and with mmap off a step's variously sized logits fragment the heap.
+A GRPO worker of the tiny-cpu recipe (llama.cpp rollouts, Beacon's longer replies) reached 8.5 GB and three such
+workers beside the parent ran a 24 GB machine out of memory (stop 28: the kernel killed one). So parallel workers
+keep freed memory only when the machine has room for all of them (`workers_keep_freed_memory`); otherwise they run
+with glibc's default, which costs kernel time but not memory.
 """
 
 from __future__ import annotations
@@ -30,6 +36,9 @@ M_MMAP_MAX = -4
 _TRIM_NEVER = 2**31 - 1  # the largest value mallopt's int takes: the heap top is never trimmed in practice
 
 _applied: bool | None = None
+ENV = "MASCOT_KEEP_FREED_MEMORY"
+# the largest worker measured with freed memory kept (8.5 GB, killed by the OOM killer at 24 GB), plus headroom
+WORKER_PEAK_GB = 9.0
 
 
 def keep_freed_memory() -> bool:
@@ -40,7 +49,7 @@ def keep_freed_memory() -> bool:
     if _applied is not None:
         return _applied
     _applied = False
-    if os.environ.get("MASCOT_KEEP_FREED_MEMORY", "1").strip().lower() in ("0", "false", "no", "off"):
+    if _switched_off():
         return False
     if not sys.platform.startswith("linux"):
         return False
@@ -55,3 +64,38 @@ def keep_freed_memory() -> bool:
         log.warning("mallopt refused to keep freed memory; training runs as before, with more kernel time per step.")
     _applied = ok
     return ok
+
+
+def _switched_off() -> bool:
+    return os.environ.get(ENV, "1").strip().lower() in ("0", "false", "no", "off")
+
+
+def available_memory_gb(meminfo: str = "/proc/meminfo") -> float | None:
+    """MemAvailable from /proc/meminfo in GB (None where there is no such file, e.g. off Linux)."""
+    try:
+        with open(meminfo, encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) / 2**20
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def workers_keep_freed_memory(workers: int, available_gb: float | None = None,
+                              per_worker_gb: float = WORKER_PEAK_GB) -> tuple[bool, str]:
+    """Whether `workers` training processes started side by side may each keep their freed memory, and why.
+
+    Yes only when the memory available now holds every worker at the measured peak of one that does; an unknown
+    amount of memory, or `MASCOT_KEEP_FREED_MEMORY=0`, answers no."""
+    if _switched_off():
+        return False, f"{ENV}=0"
+    if available_gb is None:
+        available_gb = available_memory_gb()
+    if available_gb is None:
+        return False, "available memory unknown"
+    need = workers * per_worker_gb
+    if available_gb < need:
+        return False, (f"{workers} workers x {per_worker_gb:g} GB = {need:g} GB > {available_gb:.1f} GB available: "
+                       "glibc's default allocator (less memory, more kernel time)")
+    return True, f"{available_gb:.1f} GB available for {workers} workers x {per_worker_gb:g} GB"

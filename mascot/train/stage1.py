@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -352,6 +353,11 @@ def _grpo_in_workers(run: Run) -> None:
     resolved.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
     running: list[tuple[str, Any, Any]] = []
     failed: list[str] = []
+    from mascot.train.allocator import ENV, workers_keep_freed_memory
+
+    keep, why = workers_keep_freed_memory(min(cfg.grpo_workers, len(pending)))
+    env = {**os.environ, ENV: "1" if keep else "0"}
+    print(f"[stage1] GRPO workers {'keep' if keep else 'return'} freed memory ({why})")
 
     def reap(block: bool) -> None:
         for item in list(running):
@@ -371,7 +377,7 @@ def _grpo_in_workers(run: Run) -> None:
                 "--no-bars"] + (["--redo", f"grpo:{name}"] if f"grpo:{name}" in redo else [])
         log = (run.work / f"grpo-{name}.log").open("w", encoding="utf-8")
         print(f"[stage1] grpo:{name}: worker started (log {log.name})")
-        running.append((name, subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT), log))
+        running.append((name, subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env), log))
     while running:
         reap(block=True)
     run.manifest = Manifest(run.manifest.path)
