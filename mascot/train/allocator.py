@@ -14,7 +14,7 @@ kernel's `defrag=madvise` each 2 MB fault stalls in direct compaction once memor
 `MASCOT_KEEP_FREED_MEMORY=0` switches this off (e.g. to measure the difference).
 
 The price is memory: a process keeps its peak, and with mmap off a step's variously sized logits fragment the heap.
-A GRPO worker of the tiny-cpu recipe (llama.cpp rollouts, Beacon's longer replies) reached 8.5 GB and three such
+A GRPO worker of the tiny-cpu recipe (llama.cpp rollouts, Beacon's longer replies) peaks at 9.4 GB and three such
 workers beside the parent ran a 24 GB machine out of memory (stop 28: the kernel killed one). So parallel workers
 keep freed memory only when the machine has room for all of them (`workers_keep_freed_memory`); otherwise they run
 with glibc's default, which costs kernel time but not memory.
@@ -37,8 +37,8 @@ _TRIM_NEVER = 2**31 - 1  # the largest value mallopt's int takes: the heap top i
 
 _applied: bool | None = None
 ENV = "MASCOT_KEEP_FREED_MEMORY"
-# the largest worker measured with freed memory kept (8.5 GB, killed by the OOM killer at 24 GB), plus headroom
-WORKER_PEAK_GB = 9.0
+# the largest worker measured with freed memory kept: Beacon's, 9.4 GB peak RSS alone (8.5 GB when the OOM killer took it)
+WORKER_PEAK_GB = 10.0
 
 
 def keep_freed_memory() -> bool:
