@@ -122,7 +122,7 @@ def run(args: argparse.Namespace) -> dict:
         gcfg = build_grpo_config(cfg, tmp, max_steps=args.steps, model_is_path=True)
         gcfg.shuffle_dataset = False
         rss_before = rss_mb()
-        rollout = make_rollout(cfg.grpo_rollouts, cfg, tok, gcfg)
+        rollout = make_rollout(cfg, tok, gcfg)
         trainer = GRPOTrainer(model=model_path, reward_funcs=get_reward_funcs(cfg.rewards, ctx), args=gcfg,
                               train_dataset=Dataset.from_list(rows), processing_class=tok,
                               peft_config=speaker_lora_config(cfg, num_layers(model_path)), rollout_func=rollout)

@@ -143,7 +143,7 @@ def test_two_grpo_steps_train_on_llamacpp_rollouts(tmp_path) -> None:
     def length_reward(completions: list[Any], **_: Any) -> list[float]:
         return [float(len(c[0]["content"] if isinstance(c, list) else c)) for c in completions]
 
-    rollout = make_rollout(cfg.grpo_rollouts, cfg, tok, args)
+    rollout = make_rollout(cfg, tok, args)
     model = resolve_model("embedded")
     trainer = GRPOTrainer(model=model, reward_funcs=[length_reward], args=args, processing_class=tok,
                           train_dataset=Dataset.from_list([{"prompt": p} for p in _prompts()]),

@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
 
 from mascot.backends.base import GenerationParams
 from mascot.errors import ConfigError
-from mascot.train.configs import ROLLOUT_KINDS
+from mascot.train.configs import Stage1Config
 
 log = logging.getLogger(__name__)
 
@@ -66,14 +67,12 @@ class LlamaCppRollout:
         self.adapter, self.synced_step = name, step
         previous = Path(self._tmp.name) / f"step-{step - 1}"
         if previous.exists():
-            import shutil
-
             shutil.rmtree(previous, ignore_errors=True)
 
     def _check_template(self, messages: list[dict[str, str]], tokens: list[int]) -> None:
         """The GGUF's chat template must give the tokenizer's tokens, or the trainer would score other prompts."""
         ours = self.tokenizer.apply_chat_template(messages, tokenize=True, add_generation_prompt=True)
-        ours = list(ours["input_ids"] if isinstance(ours, dict) or hasattr(ours, "keys") else ours)
+        ours = list(ours["input_ids"] if hasattr(ours, "keys") else ours)
         if ours != tokens:
             n = next((i for i, (a, b) in enumerate(zip(ours, tokens)) if a != b), min(len(ours), len(tokens)))
             raise ConfigError("grpo_rollouts: llamacpp: the GGUF's chat template and the tokenizer's give different "
@@ -109,11 +108,10 @@ class LlamaCppRollout:
         self._tmp.cleanup()
 
 
-def make_rollout(kind: str, cfg: Any, tokenizer: Any, args: Any) -> LlamaCppRollout | None:
-    """The rollout function for `grpo_rollouts` (None: TRL generates itself), sampling as GRPOConfig `args` says."""
-    if kind not in ROLLOUT_KINDS:
-        raise ConfigError(f"Unknown grpo_rollouts {kind!r}. Valid: {', '.join(ROLLOUT_KINDS)}.")
-    if kind == "trainer":
+def make_rollout(cfg: Stage1Config, tokenizer: Any, args: Any) -> LlamaCppRollout | None:
+    """The rollout function for `cfg.grpo_rollouts` (None: TRL generates itself), sampling as GRPOConfig `args` says.
+    The name itself is checked where the config is built (`Stage1Config`, against ROLLOUT_KINDS)."""
+    if cfg.grpo_rollouts == "trainer":
         return None
     if getattr(args, "use_vllm", False):
         raise ConfigError("grpo_rollouts: llamacpp and grpo.use_vllm both generate GRPO's completions: choose one.")

@@ -188,7 +188,7 @@ def train_speaker(cfg: Stage1Config, name: str, rows: list[dict[str, Any]], rewa
     step = f"grpo:{name}"
     # a warm-started PeftModel continues its adapter; otherwise GRPOTrainer wraps the base with a fresh LoRA
     peft_config = None if sft_metrics is not None else speaker_lora_config(cfg, num_layers(model))
-    rollout = make_rollout(cfg.grpo_rollouts, cfg, tokenizer, args)  # None: TRL samples the completions itself
+    rollout = make_rollout(cfg, tokenizer, args)  # None: TRL samples the completions itself
     trainer = GRPOTrainer(model=model, reward_funcs=reward_funcs, args=args, train_dataset=Dataset.from_list(rows),
                           processing_class=tokenizer, peft_config=peft_config,
                           callbacks=[make_trainer_callback(log, step)], rollout_func=rollout)
