@@ -309,7 +309,7 @@ def test_persona_overrides_per_adapter_and_loud_errors(tmp_path: Path, es_pack) 
         load_recipe("tiny-cpu", {"persona_overrides": "{beacon: {reward_weights: [1, 3]}}"})
     with pytest.raises(ConfigError, match="give a list of numbers"):
         load_recipe("tiny-cpu", {"persona_overrides": "{beacon: {reward_weights: [a, b, c, d, e, f, g]}}"})
-    with pytest.raises(ConfigError, match=r"sets k; fields a persona may set: reward_weights, sft_rank_weights"):
+    with pytest.raises(ConfigError, match=r"sets k; fields a persona may set: rewards, reward_weights, sft_rank_weights"):
         load_recipe("tiny-cpu", {"persona_overrides": "{beacon: {k: 16}}"})
     with pytest.raises(ConfigError, match=r"persona_overrides\['beacon'\]: Unknown field 'grpo.lr_schedule'"):
         load_recipe("tiny-cpu", {"persona_overrides": "{beacon: {grpo: {lr_schedule: linear}}}"})
@@ -326,6 +326,24 @@ def test_persona_overrides_per_adapter_and_loud_errors(tmp_path: Path, es_pack) 
     bad = load_recipe("tiny-cpu", {"persona_overrides": "{becon: {sft_max_words: 20}}", "output_dir": str(tmp_path / "run")})
     with pytest.raises(ConfigError, match="'becon', not a trained persona.*valid keys: anchor, catalyst, beacon"):
         open_run(bad, show_bars=False)
+
+
+def test_persona_reward_list_and_reward_names(tmp_path: Path) -> None:
+    """A persona can add a reward of its own (Catalyst's judge Consistency); the parent then loads what every job needs.
+    An unknown reward name fails when the recipe loads, not in a GRPO worker after its warm start."""
+    cfg = load_recipe("tiny-cpu", {"persona_overrides": "{catalyst: {rewards: [persona_rm, format, consistency], "
+                                                         "reward_weights: [1, 2, 3]}}"})
+    catalyst = cfg.for_persona("catalyst")
+    assert catalyst.rewards == ["persona_rm", "format", "consistency"]
+    assert build_grpo_config(catalyst, tmp_path).reward_weights == [1.0, 2.0, 3.0]
+    assert cfg.for_persona("anchor").rewards == cfg.rewards and "consistency" not in cfg.rewards
+    assert cfg.all_rewards() == [*cfg.rewards, "consistency"]
+    with pytest.raises(ConfigError, match=r"persona_overrides\['catalyst'\]: rewards has 2 entries but reward_weights has 7"):
+        load_recipe("tiny-cpu", {"persona_overrides": "{catalyst: {rewards: [persona_rm, format]}}"})
+    with pytest.raises(ConfigError, match=r"Unknown reward 'consistancy'\. Valid reward names: balanced, consistency"):
+        load_recipe("tiny-cpu", {"persona_overrides": "{catalyst: {rewards: [persona_rm, consistancy], reward_weights: [1, 1]}}"})
+    with pytest.raises(ConfigError, match=r"Unknown reward 'fromat'"):
+        load_recipe("tiny-cpu", {"rewards": "[persona_rm, fromat]", "reward_weights": "[1, 1]", "persona_overrides": "{}"})
 
 
 def test_grpo_rollouts_field_is_checked() -> None:

@@ -33,7 +33,7 @@ SECTIONS = ("reward_model", "grpo", "sft")
 # GRPOConfig fields the pipeline sets itself from top-level fields; setting them in `grpo:` is an error.
 _MANAGED_GRPO = ("output_dir", "reward_weights")
 # what `persona_overrides` may set for one persona's warm start and GRPO run
-PERSONA_FIELDS = ("reward_weights", "sft_rank_weights", "sft_max_words", "sft_criterion", "grpo")
+PERSONA_FIELDS = ("rewards", "reward_weights", "sft_rank_weights", "sft_max_words", "sft_criterion", "grpo")
 # override fields that hold a trainer section: a persona's entry updates the recipe's section, key by key
 _MERGED_PERSONA_FIELDS = ("grpo",)
 _MANAGED_RM = ("output_dir",)
@@ -260,6 +260,11 @@ class Stage1Config:
             raise ConfigError(f"k={self.k}: at least 2 candidates per context are needed to form preference pairs.")
         if self.delta < 0:
             raise ConfigError(f"delta={self.delta} must be >= 0 (the paper uses 0.5).")
+        from mascot.rewards import REWARDS
+
+        for name in self.rewards:  # here, not minutes later in a GRPO worker after its warm start
+            if name not in REWARDS:
+                raise unknown_name("reward", name, list(REWARDS))
         if len(self.rewards) != len(self.reward_weights):
             raise ConfigError(
                 f"rewards has {len(self.rewards)} entries but reward_weights has {len(self.reward_weights)}: give one weight per reward."
@@ -309,6 +314,14 @@ class Stage1Config:
         fields = {k: {**getattr(self, k), **v} if k in _MERGED_PERSONA_FIELDS and isinstance(v, dict) else v
                   for k, v in fields.items()}
         return dataclasses.replace(self, **fields, persona_overrides={})
+
+    def all_rewards(self) -> list[str]:
+        """Every reward any persona's GRPO job uses (the recipe's list, then those only a persona override adds), so the
+        parent loads the reward model and the judge once for all of them."""
+        names = list(self.rewards)
+        for fields in self.persona_overrides.values():
+            names += [r for r in fields.get("rewards", []) if r not in names]
+        return names
 
     @property
     def out(self) -> Path:

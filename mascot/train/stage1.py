@@ -235,13 +235,14 @@ def step_grpo(run: Run) -> dict[str, Any]:
     needs_judged = cfg.sft_warm_start or cfg.judge_length_control or cfg.rm_length_control
     judged = read_jsonl(_need(run, "judge", "judged.jsonl")) if needs_judged else []
     rm = None
-    if "persona_rm" in cfg.rewards:
+    rewards = cfg.all_rewards()
+    if "persona_rm" in rewards:
         from mascot.rewards.embedding_rm import load_reward_model
 
         rm = load_reward_model(cfg.model, reward_model_dir(run.out), dtype=cfg.train_dtype, batch_size=cfg.rm_batch_size,
                                device=_train_device())
     judge = None
-    if JUDGE_REWARDS & set(cfg.rewards):  # the judge, relevance and consistency rewards read its verdicts
+    if JUDGE_REWARDS & set(rewards):  # the judge, relevance and consistency rewards read its verdicts
         from mascot.judges import load_judge
 
         judge = load_judge(cfg.judge, **cfg.judge_kwargs)
@@ -291,7 +292,7 @@ def _judge_length_slopes(run: Run, cfg: Stage1Config, judged: list[dict[str, Any
 
     if not cfg.judge_length_control:
         return {}
-    criteria = sorted({c or "aggregate" for r in cfg.rewards if r in JUDGE_SIGNALS for c in signal_criteria(JUDGE_SIGNALS[r])})
+    criteria = sorted({c or "aggregate" for r in cfg.all_rewards() if r in JUDGE_SIGNALS for c in signal_criteria(JUDGE_SIGNALS[r])})
     slopes = length_slopes(judged, criteria)
     if not run.cache.get("only_jobs"):  # the parent logs them once; its per-persona workers measure the same
         run.progress.event("grpo", "metrics", message="judge length slopes (points per word): " +
