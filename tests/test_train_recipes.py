@@ -31,6 +31,9 @@ def test_bundled_recipes_load() -> None:
     assert tiny.reward_weights == [1.0, 2.0, 1.0, 1.0, 2.0, 2.0, 0.0] and tiny.judge_length_control and tiny.rm_length_control
     assert tiny.persona_overrides["anchor"]["reward_weights"] == [1.0, 3.0, 1.0, 1.0, 2.0, 2.0, 1.5] and tiny.format_min_words == 15
     assert tiny.persona_overrides["beacon"] == {"sft_max_words": 35, "reward_weights": [0.5, 3.0, 1.0, 1.0, 2.0, 2.0, 1.0]}  # round 26
+    catalyst = tiny.for_persona("catalyst")  # round 27: the judge's Consistency x1.5 in place of its aggregate
+    assert dict(zip(catalyst.rewards, catalyst.reward_weights)) == {
+        "persona_rm": 1.0, "format": 2.0, "judge": 0.0, "mood": 1.0, "balanced": 2.0, "overlong": 2.0, "consistency": 1.5}
     assert tiny.rm_kind == "embedding" and tiny.rm_reward_norm == "global" and tiny.format_graded
     assert tiny.cross_persona_pairs > 0 and tiny.cross_persona_margin == 0.5 and tiny.grpo["max_steps"] >= 30
     assert tiny.sft_warm_start and tiny.sft_criterion is None and tiny.sft_trim and tiny.sft["num_train_epochs"] == 1
