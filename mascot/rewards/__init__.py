@@ -239,15 +239,18 @@ REWARDS: dict[str, Callable[[RewardContext], RewardFunc]] = {
 }
 
 
-def get_reward_funcs(names: list[str], ctx: RewardContext) -> list[RewardFunc]:
-    """Build the reward functions named in a recipe, in order; unknown names list the valid ones."""
-    funcs = []
+def check_reward_names(names: list[str]) -> None:
+    """Raise for the first name not in the registry, listing the valid ones (recipes call it when they load)."""
     for name in names:
         if name not in REWARDS:
             raise unknown_name("reward", name, list(REWARDS))
-        funcs.append(REWARDS[name](ctx))
-    return funcs
 
 
-__all__ = ["JUDGE_REWARDS", "JUDGE_SIGNALS", "REWARDS", "FormatChecker", "PersonaRewardModel", "RewardContext", "RewardFunc", "completion_text",
+def get_reward_funcs(names: list[str], ctx: RewardContext) -> list[RewardFunc]:
+    """Build the reward functions named in a recipe, in order; unknown names list the valid ones."""
+    check_reward_names(names)
+    return [REWARDS[name](ctx) for name in names]
+
+
+__all__ = ["JUDGE_REWARDS", "JUDGE_SIGNALS", "REWARDS", "FormatChecker", "check_reward_names", "PersonaRewardModel", "RewardContext", "RewardFunc", "completion_text",
            "get_reward_funcs", "group_zscore", "make_format_reward", "make_persona_rm_reward", "rm_prompt", "signal_criteria"]

@@ -260,11 +260,9 @@ class Stage1Config:
             raise ConfigError(f"k={self.k}: at least 2 candidates per context are needed to form preference pairs.")
         if self.delta < 0:
             raise ConfigError(f"delta={self.delta} must be >= 0 (the paper uses 0.5).")
-        from mascot.rewards import REWARDS
+        from mascot.rewards import check_reward_names
 
-        for name in self.rewards:  # here, not minutes later in a GRPO worker after its warm start
-            if name not in REWARDS:
-                raise unknown_name("reward", name, list(REWARDS))
+        check_reward_names(self.rewards)  # here, not minutes later in a GRPO worker after its warm start
         if len(self.rewards) != len(self.reward_weights):
             raise ConfigError(
                 f"rewards has {len(self.rewards)} entries but reward_weights has {len(self.reward_weights)}: give one weight per reward."
