@@ -1,0 +1,255 @@
+"""Print the README's current-results tables as Markdown, from the measured JSON files.
+
+Run from anywhere (standard library only):
+
+    python3 scripts/render_results.py                 # every table
+    python3 scripts/render_results.py --area safety   # one table
+    python3 scripts/render_results.py --write         # replace the tables in README.md
+    python3 scripts/render_results.py --check         # exit 1 if README.md differs from the JSON files
+
+In README.md each table sits between `<!-- results:AREA -->` and `<!-- /results:AREA -->`.
+The sources are `benchmarks/results/*.json` and `mascot/data/safety/report.json`; each table names its files.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import re
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results"
+README = ROOT / "README.md"
+
+# The shipped Stage-1 run (checkpoints/tiny-cpu) is variant 27c of this file: the committed tiny-cpu recipe.
+STAGE1_FILE, STAGE1_RUN = "stage1_round27.json", "27c"
+STAGE2_FILE = "stage2_compare_round26_speakers.json"
+# Chat speed on the two CPU kinds the llama.cpp backend serves differently (MASCOT_LLAMACPP_WEIGHTS=auto).
+SPEED_FILES = (
+    ("2 cores, no AVX512-BF16 (Q8_0 prompts)", "llamacpp_speed_noamx.json"),
+    ("2 cores, AVX512-BF16 (bf16 prompts)", "llamacpp_speed_amd_epyc_bf16.json"),
+)
+DIRECTOR_LATENCY_FILE = "director_latency_llamacpp.json"
+SAFETY_REPORT = ROOT / "mascot" / "data" / "safety" / "report.json"
+ANNOTATION_FILE = "annotation_throughput.json"  # optional: benchmarks/annotation_throughput.py --json ...
+# The paper's human-evaluation counts (wins of MASCOT out of 200 decisive votes per baseline).
+PAPER_SIGN_TESTS = ((138, 200), (137, 200), (151, 200))
+
+
+def load(name: str) -> dict:
+    return json.loads((RESULTS / name).read_text())
+
+
+def rel(path: Path) -> str:
+    return path.relative_to(ROOT).as_posix()
+
+
+def fmt_p(p: float) -> str:
+    """A p-value as the docs write it: 0.41, 0.095, 0.0054, 5e-04, < 1e-05."""
+    if p < 1e-5:
+        return "< 1e-05"
+    if p < 0.001:
+        return f"{p:.0e}"
+    return f"{p:.2g}"
+
+
+def signed(x: float, digits: int = 1) -> str:
+    return f"{x:+.{digits}f}".replace("-", "−")
+
+
+def rate_ci(r: dict, digits: int = 3) -> str:
+    return f"{r['rate']:.{digits}f} [{r['low']:.{digits}f}, {r['high']:.{digits}f}]"
+
+
+def table(header: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+# -- areas ---------------------------------------------------------------------------------------------------------
+
+def chat_speed() -> str:
+    runs = []
+    for label, name in SPEED_FILES:
+        rows = {r["kind"]: r for r in load(name)["rows"]}
+        runs.append((label, rows["llamacpp"], rows["plain"]))
+    rows = [
+        ["decode with adapters, vs plain llama-cpp-python"]
+        + [f"{b['decode_tok_s'] / p['decode_tok_s']:.2f}× ({b['decode_tok_s']:.0f} tok/s)" for _, b, p in runs]
+        + ["≥ 0.85×"],
+        ["first token, trained director included (median)"] + [f"{b['first_token_s']:.2f} s" for _, b, _ in runs]
+        + ["≤ 0.5 s"],
+        ["group turn, trained director, 3 speakers"] + [f"{b['group_turn_s']:.1f} s" for _, b, _ in runs] + ["≤ 4 s"],
+        ["16 different chats: batched vs one at a time"] + [f"{b['batched_speedup']:.2f}×" for _, b, _ in runs]
+        + ["≥ 2×"],
+        ["peak memory (3 speakers, director, safety)"] + [f"{b['peak_rss_mb']:,.0f} MB" for _, b, _ in runs] + ["–"],
+    ]
+    out = table(["llama.cpp backend, embedded model"] + [label for label, _, _ in runs] + ["target"], rows)
+    d = load(DIRECTOR_LATENCY_FILE)["modes"]["trained (choose)"]
+    files = ", ".join(f"`benchmarks/results/{name}`" for _, name in SPEED_FILES)
+    return (f"{out}\n\nThe trained director's decision is part of the first token: median "
+            f"{d['first_decision_median_s']:.2f} s, p95 {d['first_decision_p95_s']:.2f} s. "
+            f"Sources: {files}, `benchmarks/results/{DIRECTOR_LATENCY_FILE}`.")
+
+
+def stage1() -> str:
+    data = load(STAGE1_FILE)
+    run = data["rounds"][STAGE1_RUN]
+    rows = []
+    for name, e in run["eval"].items():
+        t, vs = e["table"], e["mascot_vs"]
+        c, r, g = vs["zero-shot"]["consistency"], vs["zero-shot"]["relevance"], vs["sft"]["consistency"]
+        rows.append([
+            f"`{name}` ({e['n_scenarios']})",
+            " / ".join(f"{t[s]['overall']:.1f}" for s in ("zero-shot", "few-shot", "sft")),
+            f"**{t['mascot']['overall']:.1f}**",
+            f"{signed(c['diff'])} ({fmt_p(c['p'])})",
+            f"{signed(r['diff'])} ({fmt_p(r['p'])})",
+            f"{signed(g['diff'])} ({fmt_p(g['p'])})",
+            f"{e['identifiability']['mascot']:.2f} / {e['identifiability']['zero-shot']:.2f}",
+        ])
+    out = table(["set (scenarios)", "Overall: Zero-Shot / Few-Shot / SFT", "MASCOT", "Consistency vs ZS (p)",
+                 "Relevance vs ZS (p)", "GRPO over SFT: Consistency (p)", "identifiability MASCOT / ZS"], rows)
+    rm = run["reward_model"]
+    checks = sum(v for g in run["grpo"].values() for k, v in g["checks"].items() if isinstance(v, bool))
+    total = sum(1 for g in run["grpo"].values() for v in g["checks"].values() if isinstance(v, bool))
+    minutes = data["end_to_end"]["wall_clock_min"]
+    return (f"{out}\n\nReward model: {rm['accuracy']:.3f} held-out pair accuracy [{rm['ci95'][0]:.3f}, "
+            f"{rm['ci95'][1]:.3f}] on {rm['n']:,} pairs. GRPO curve checks: {checks} of {total}. "
+            f"The recipe runs end to end in {minutes:.1f} min on 2 CPU cores. "
+            f"Source: `benchmarks/results/{STAGE1_FILE}` (run {STAGE1_RUN}).")
+
+
+def stage2() -> str:
+    d = load(STAGE2_FILE)
+    rows = []
+    for name, mean in d["means"].items():
+        if name == "trained":
+            rows.append([f"**{name}**", f"**{mean:.2f}**", "–"])
+        else:
+            v = d["trained_vs"][name]
+            rows.append([name, f"{mean:.2f}", f"{signed(v['mean_diff'], 2)} (p {fmt_p(v['wilcoxon_p'])})"])
+    out = table(["director", "group score (0–100)", "trained minus it (Wilcoxon p)"], rows)
+    return f"{out}\n\nSource: `benchmarks/results/{STAGE2_FILE}`."
+
+
+# (label, keys in report.json): the test split of crisis_messages.txt, then each held-out file's set
+SAFETY_SETS = (
+    ("test split of `crisis_messages.txt`", ()),
+    ("large", ("heldout_large", "heldout_v3")),
+    ("blind", ("heldout_blind", "heldout_v4")),
+    ("distant", ("heldout_distant", "heldout_v5")),
+    ("multilingual", ("heldout_multilingual", "heldout_ml")),
+    ("multilingual_confirm", ("heldout_multilingual_confirm", "heldout_ml2")),
+)
+
+
+def safety() -> str:
+    r = json.loads(SAFETY_REPORT.read_text())
+    rows = []
+    for label, keys in SAFETY_SETS:
+        part = r if not keys else next(r[k] for k in keys if k in r)
+        o = part["detector"]["overall"]
+        rows.append([label, f"{part['test_size']:,}", rate_ci(o["recall_any"]), f"{o['fpr_crisis']['rate']:.3f}",
+                     rate_ci(o["fpr_any"])])
+    rows.append(["target", "", "≥ 0.97", "", "≤ 0.05"])
+    out = table(["held-out set", "lines", "recall, crisis or concern", "FPR, crisis tier", "FPR, crisis or concern"],
+                rows)
+    lat, ordinary, ctx, oc = r["latency_ms"], r["ordinary"]["fpr_any"], r["context"], r["output_check"]
+    return (f"{out}\n\nEveryday scenario openings flagged: {ordinary['k']}/{ordinary['n']}. Context cases: "
+            f"{ctx['correct']}/{ctx['n']}. Bad persona replies replaced: {oc['bad_replaced']['k']}/"
+            f"{oc['bad_replaced']['n']} (good ones: {oc['good_replaced']['k']}/{oc['good_replaced']['n']}). "
+            f"Latency per check: median {lat['median']:.1f} ms, p95 {lat['p95']:.1f} ms. "
+            f"Source: `{rel(SAFETY_REPORT)}`.")
+
+
+def sign_test_p(wins: int, n: int) -> float:
+    """Exact two-sided sign test (binomial, p = 0.5), as scipy.stats.binomtest computes it."""
+    k = max(wins, n - wins)
+    tail = sum(math.comb(n, i) for i in range(k, n + 1)) / 2**n
+    return min(1.0, 2 * tail)
+
+
+def annotation() -> str:
+    rows = []
+    for wins, n in PAPER_SIGN_TESTS:
+        p = sign_test_p(wins, n)
+        rows.append([f"sign test on the paper's {wins}/{n}", f"p = {p:.1e}", "the paper's *** (p < 0.001)"])
+    path = RESULTS / ANNOTATION_FILE
+    if path.exists():
+        d = json.loads(path.read_text())
+        best = max((r for r in d["throughput"] if r["writers"] == 16), key=lambda r: r["judgments_per_s"])
+        rows.append([f"votes recorded, 16 concurrent writers ({best['mode']})", f"{best['judgments_per_s']:,.0f} /s",
+                     "≥ 200 /s"])
+        rows.append([f"`stats` on {d['stats']['judgments']:,} judgments", f"{d['stats']['total_s']:.2f} s", "< 2 s"])
+        source = f"`benchmarks/results/{ANNOTATION_FILE}`"
+    else:
+        source = ("the sign tests are computed by this script (`scipy.stats.binomtest` gives the same); "
+                  "`python benchmarks/annotation_throughput.py --json benchmarks/results/"
+                  f"{ANNOTATION_FILE}` records throughput against its targets (≥ 200 votes/s with 16 writers, "
+                  "`stats` on 100,000 judgments < 2 s)")
+    out = table(["check", "result", "target"], rows)
+    return f"{out}\n\nSource: {source}."
+
+
+AREAS: dict[str, Callable[[], str]] = {
+    "chat-speed": chat_speed,
+    "stage1": stage1,
+    "stage2": stage2,
+    "safety": safety,
+    "annotation": annotation,
+}
+
+
+def block(area: str) -> re.Pattern[str]:
+    """The README block of one area: its start marker, the table and its notes, its end marker."""
+    return re.compile(rf"<!-- results:{area} -->\n(.*?)<!-- /results:{area} -->", re.S)
+
+
+def framed(area: str, body: str) -> str:
+    return f"<!-- results:{area} -->\n{body}\n<!-- /results:{area} -->"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--area", choices=sorted(AREAS), help="print one table only")
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("--write", action="store_true", help="replace the tables in README.md")
+    group.add_argument("--check", action="store_true", help="exit 1 if README.md's tables differ from the JSON files")
+    args = parser.parse_args(argv)
+    areas = [args.area] if args.area else list(AREAS)
+    rendered = {a: AREAS[a]() for a in areas}
+    if not (args.write or args.check):
+        for a in areas:
+            print(framed(a, rendered[a]) + "\n")
+        return 0
+    text = README.read_text()
+    stale = []
+    for a in areas:
+        pattern = block(a)
+        m = pattern.search(text)
+        if m is None:
+            print(f"README.md has no <!-- results:{a} --> block", file=sys.stderr)
+            return 1
+        if m.group(0) != framed(a, rendered[a]):
+            stale.append(a)
+            text = pattern.sub(lambda _m, a=a: framed(a, rendered[a]), text)
+    if args.check:
+        if stale:
+            print(f"README.md tables out of date: {', '.join(stale)} (run python3 scripts/render_results.py --write)",
+                  file=sys.stderr)
+            return 1
+        print("README.md tables match the JSON files")
+        return 0
+    README.write_text(text)
+    print(f"updated {', '.join(stale) or 'nothing'} in README.md")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
