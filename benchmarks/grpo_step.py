@@ -1,6 +1,6 @@
 """GRPO step time and peak memory at the `tiny-cpu` recipe's settings (a few real steps).
 
-    HF_HUB_OFFLINE=1 PYTHONPATH=. .venv/bin/python benchmarks/grpo_step.py --steps 4 --json runs/grpo_step.json
+    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/grpo_step.py --steps 4 --json runs/grpo_step.json
     ... --threads 2 --lora-layers 0      # compare thread counts / LoRA on all layers
 
 Runs TRL's GRPOTrainer with LoRA on the embedded SmolLM2-135M-Instruct, the recipe's composite reward
@@ -11,10 +11,10 @@ peak during training (tracemalloc; torch tensors are allocated outside it, hence
 kernel mode and the minor page faults of the training loop show what the allocator costs: like the training
 commands, this keeps freed memory for reuse (mascot/train/allocator.py); compare with glibc's default:
 
-    MASCOT_KEEP_FREED_MEMORY=0 HF_HUB_OFFLINE=1 PYTHONPATH=. .venv/bin/python benchmarks/grpo_step.py --steps 4
+    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/grpo_step.py --steps 4 --keep-freed-memory no
 
 `--rollouts llamacpp|trainer` times GRPO with its completions sampled on llama.cpp or by TRL itself
-(mascot/train/grpo_rollout.py).
+(mascot/train/stage1/grpo_rollout.py).
 """
 
 from __future__ import annotations
@@ -30,8 +30,7 @@ import time
 import tracemalloc
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-import mascot  # noqa: E402,F401  (sets OMP_WAIT_POLICY=PASSIVE before torch starts its thread pool)
+from mascot.settings import apply_process_defaults
 
 
 def rss_mb() -> float:
@@ -51,11 +50,10 @@ def peak_rss_mb() -> float:
 def build_reward_model(cfg, rm_dir: Path | None):
     from peft import get_peft_model
 
-    from mascot.rewards.persona_rm import PersonaRewardModel
-    from mascot.train.configs import reward_lora_config
-    from mascot.train.modeling import load_seq_cls, load_tokenizer, num_layers
-
     from mascot.rewards.embedding_rm import is_embedding_rm, load_reward_model
+    from mascot.rewards.persona_rm import PersonaRewardModel
+    from mascot.train.modeling import load_seq_cls, load_tokenizer, num_layers
+    from mascot.train.trl_configs import reward_lora_config
 
     if rm_dir is not None and ((rm_dir / "adapter_config.json").exists() or is_embedding_rm(rm_dir)):
         return load_reward_model(cfg.model, rm_dir, dtype=cfg.train_dtype, batch_size=cfg.rm_batch_size), str(rm_dir)
@@ -71,19 +69,24 @@ def run(args: argparse.Namespace) -> dict:
     from trl import GRPOTrainer
 
     from mascot.data import load_scenarios
-    from mascot.models import resolve_model
-    from mascot.personas import load_pack
+    from mascot.files.model_files import resolve_model
+    from mascot.group.personas import load_pack
+    from mascot.group.prompts import speaker_messages
     from mascot.rewards import JUDGE_REWARDS, RewardContext, get_reward_funcs
-    from mascot.train.configs import build_grpo_config, grpo_completion_budget, speaker_lora_config
-    from mascot.train.recipes import load_recipe
-    from mascot.train.data import default_directive
-    from mascot.train.modeling import load_tokenizer, num_layers, parameter_counts
-    from mascot.prompts import speaker_messages
     from mascot.rewards.persona_rm import rm_prompt
-    from mascot.train.allocator import keep_freed_memory
-    from mascot.train.grpo_rollout import make_rollout
+    from mascot.train.allocator import ENV as KEEP_FREED_MEMORY_ENV
+    from mascot.train.allocator import keep_freed_memory, parse_switch
+    from mascot.train.modeling import load_tokenizer, num_layers, parameter_counts
+    from mascot.train.recipes import load_recipe
+    from mascot.train.stage1.data import default_directive
+    from mascot.train.stage1.grpo_rollout import make_rollout
+    from mascot.train.trl_configs import build_grpo_config, grpo_completion_budget, lora_config
 
-    kept = keep_freed_memory()  # as `mascot train` does
+    if args.keep_freed_memory is None:  # as `mascot train` does: the flag, else MASCOT_KEEP_FREED_MEMORY
+        enabled = parse_switch(os.environ.get(KEEP_FREED_MEMORY_ENV))
+    else:
+        enabled = args.keep_freed_memory == "yes"
+    kept = keep_freed_memory(enabled)
     overrides = {"max_steps": str(args.steps)}
     if args.lora_layers is not None:
         overrides["lora_layers"] = str(args.lora_layers) if args.lora_layers > 0 else "none"
@@ -125,7 +128,7 @@ def run(args: argparse.Namespace) -> dict:
         rollout = make_rollout(cfg, tok, gcfg)
         trainer = GRPOTrainer(model=model_path, reward_funcs=get_reward_funcs(cfg.rewards, ctx), args=gcfg,
                               train_dataset=Dataset.from_list(rows), processing_class=tok,
-                              peft_config=speaker_lora_config(cfg, num_layers(model_path)), rollout_func=rollout)
+                              peft_config=lora_config(cfg, num_layers(model_path)), rollout_func=rollout)
         counts = parameter_counts(trainer.model)
         tracemalloc.start()
         usage0 = resource.getrusage(resource.RUSAGE_SELF)
@@ -173,7 +176,7 @@ def print_table(r: dict) -> None:
         ("all step times", ", ".join(map(str, r["step_seconds"]))),
         ("CPU time: user / kernel (training loop)", f"{r['user_cpu_s']} s / {r['kernel_cpu_s']} s, "
                                                     f"{r['minor_page_faults']:,} minor page faults"),
-        ("freed memory kept for reuse (MASCOT_KEEP_FREED_MEMORY)", r["keep_freed_memory"]),
+        ("freed memory kept for reuse (--keep-freed-memory)", r["keep_freed_memory"]),
         ("completions sampled by (grpo_rollouts)", r["rollouts"]),
         ("mean completion length", f"{r['mean_completion_tokens']} tokens"),
         ("peak RSS (ru_maxrss)", f"{r['peak_rss_mb']} MB (RSS before training {r['rss_before_train_mb']} MB)"),
@@ -197,9 +200,14 @@ def main(argv: list[str] | None = None) -> int:
                    help="who samples the completions (default: the recipe's grpo_rollouts)")
     p.add_argument("--reward-model", default="checkpoints/tiny-cpu/reward_model",
                    help="trained RM adapter folder (falls back to an untrained RM of the same size)")
+    p.add_argument("--keep-freed-memory", choices=("yes", "no"), default=None,
+                   help="keep freed memory for reuse, as the training commands do (default yes; "
+                        "MASCOT_KEEP_FREED_MEMORY=0 or no: glibc's default allocator)")
     p.add_argument("--json", default=None, help="also write the result as JSON here")
     args = p.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # TRL warns on every step that rollout_func is experimental
+    apply_process_defaults()  # before torch starts its thread pool
     result = run(args)
     print_table(result)
     if args.json:

@@ -11,14 +11,14 @@ from typing import Any
 
 import pytest
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.model  # the embedded SmolLM2-135M on transformers and llama.cpp
 
 
 def _prompts() -> list[list[dict[str, str]]]:
     from mascot.data import load_scenarios
-    from mascot.personas import load_pack
-    from mascot.prompts import speaker_messages
-    from mascot.train.data import default_directive
+    from mascot.group.personas import load_pack
+    from mascot.group.prompts import speaker_messages
+    from mascot.train.stage1.data import default_directive
 
     pack = load_pack("emotional-support")
     anchor = pack.get("Anchor")
@@ -33,15 +33,15 @@ def policy() -> tuple[Any, Any]:
     from peft import get_peft_model
     from transformers import AutoModelForCausalLM
 
-    from mascot.models import resolve_model
+    from mascot.files.model_files import resolve_model
     from mascot.train.modeling import load_tokenizer, num_layers
-    from mascot.train.configs import speaker_lora_config
     from mascot.train.recipes import load_recipe
+    from mascot.train.trl_configs import lora_config
 
     torch.manual_seed(0)
     cfg = load_recipe("tiny-cpu", {})
     base = AutoModelForCausalLM.from_pretrained(resolve_model("embedded"), dtype=torch.float32, local_files_only=True)
-    model = get_peft_model(base, speaker_lora_config(cfg, num_layers(base)))
+    model = get_peft_model(base, lora_config(cfg, num_layers(base)))
     with torch.no_grad():
         for name, p in model.named_parameters():
             if "lora_B" in name:
@@ -56,7 +56,7 @@ def _trainer(model: Any, step: int) -> SimpleNamespace:
 
 
 def _rollout(tok: Any, **kw: Any):
-    from mascot.train.grpo_rollout import LlamaCppRollout
+    from mascot.train.stage1.grpo_rollout import LlamaCppRollout
 
     params = dict(max_new_tokens=12, temperature=0.7, top_p=0.95, top_k=0, repetition_penalty=1.1, seed=3)
     params.update(kw)
@@ -122,16 +122,18 @@ def test_each_step_loads_the_new_adapter_and_drops_the_old(policy) -> None:
     assert not rollout.backend._lora
 
 
-def test_two_grpo_steps_train_on_llamacpp_rollouts(tmp_path) -> None:
+@pytest.mark.train
+def test_two_grpo_steps_train_on_llamacpp_rollouts(tmp_path, monkeypatch) -> None:
     """A real GRPOTrainer run of 2 steps with the rollout: the LoRA changes and the logs show the completions."""
+    monkeypatch.setenv("TRL_EXPERIMENTAL_SILENCE", "1")  # as `mascot train` sets it for llama.cpp rollouts
     from datasets import Dataset
     from trl import GRPOTrainer
 
-    from mascot.models import resolve_model
-    from mascot.train.configs import build_grpo_config, speaker_lora_config
-    from mascot.train.grpo_rollout import make_rollout
+    from mascot.files.model_files import resolve_model
     from mascot.train.modeling import load_tokenizer, lora_state, num_layers
     from mascot.train.recipes import load_recipe
+    from mascot.train.stage1.grpo_rollout import make_rollout
+    from mascot.train.trl_configs import build_grpo_config, lora_config
 
     cfg = load_recipe("tiny-cpu", {"grpo_rollouts": "llamacpp", "max_steps": "2", "max_new_tokens": "10",
                                    "grpo.per_device_train_batch_size": "2", "grpo.num_generations": "2",
@@ -147,7 +149,7 @@ def test_two_grpo_steps_train_on_llamacpp_rollouts(tmp_path) -> None:
     model = resolve_model("embedded")
     trainer = GRPOTrainer(model=model, reward_funcs=[length_reward], args=args, processing_class=tok,
                           train_dataset=Dataset.from_list([{"prompt": p} for p in _prompts()]),
-                          peft_config=speaker_lora_config(cfg, num_layers(model)), rollout_func=rollout)
+                          peft_config=lora_config(cfg, num_layers(model)), rollout_func=rollout)
     before = lora_state(trainer.model)
     try:
         trainer.train()

@@ -7,7 +7,7 @@ import math
 import pytest
 
 from mascot.errors import ConfigError
-from mascot.personas import PersonaPack
+from mascot.group.personas import PersonaPack
 from mascot.rewards import REWARDS, RewardContext, get_reward_funcs, group_zscore, make_persona_rm_reward, rm_prompt
 from mascot.rewards.format import FormatChecker, completion_text, make_format_reward
 
@@ -122,7 +122,7 @@ def test_registry_names_and_errors(es_pack: PersonaPack) -> None:
 
 
 def test_rm_prompt_layout(es_pack: PersonaPack) -> None:
-    from mascot.dialogue import Dialogue, Turn
+    from mascot.group.dialogue import Dialogue, Turn
 
     anchor = es_pack.get("Anchor")
     d = Dialogue([Turn("user", "I failed my test.")], situation="Driving test")
@@ -135,7 +135,7 @@ def test_rm_prompt_layout(es_pack: PersonaPack) -> None:
 def test_judge_reward_is_z_scored_per_group_and_skips_invalid(es_pack: PersonaPack) -> None:
     import json as _json
 
-    from mascot.dialogue import Dialogue, Turn
+    from mascot.group.dialogue import Dialogue, Turn
     from mascot.judges.base import CRITERIA, Verdict
 
     class _Judge:
@@ -193,10 +193,10 @@ def test_judge_reward_is_z_scored_per_group_and_skips_invalid(es_pack: PersonaPa
 
 
 def test_mood_reward_penalises_celebrating_distress_only(es_pack: PersonaPack) -> None:
-    """Round 5 of issue 11: -1 for cheering a negative-labelled (or distress-worded) message, 0 otherwise."""
+    """-1 for cheering a negative-labelled (or distress-worded) message, 0 otherwise."""
     import json as _json
 
-    from mascot.dialogue import Dialogue, Turn
+    from mascot.group.dialogue import Dialogue, Turn
 
     (f,) = get_reward_funcs(["mood"], RewardContext(personas=es_pack.active, roster=es_pack.active))
     anxious = _json.dumps(Dialogue([Turn("user", "I started a new job and I feel out of my depth.")], emotion="anxious").to_dict())
@@ -262,7 +262,7 @@ def test_length_capped_rewards_pay_nothing_for_words_past_the_cap(es_pack: Perso
     """score_max_words: the mood reward and the RM read only the first words, so padding a reply changes nothing."""
     import json as _json
 
-    from mascot.dialogue import Dialogue, Turn
+    from mascot.group.dialogue import Dialogue, Turn
 
     rm = _FakeRM()
     ctx = RewardContext(personas=es_pack.active, roster=es_pack.active, reward_model=rm, score_max_words=9)  # type: ignore[arg-type]
@@ -283,7 +283,7 @@ def test_length_controlled_judge_reward_takes_off_the_points_words_earn(es_pack:
     ranks a longer reply above a shorter one only when it is better beyond its length."""
     import json as _json
 
-    from mascot.dialogue import Dialogue, Turn
+    from mascot.group.dialogue import Dialogue, Turn
     from mascot.judges.base import CRITERIA, Verdict
     from mascot.rewards import length_slopes
 

@@ -9,13 +9,13 @@ import pytest
 
 from mascot.backends.base import GenerationParams
 from mascot.backends.fake import FakeBackend
-from mascot.chat import GroupChat
-from mascot.dialogue import USER, Dialogue, Directive, Turn
-from mascot.director import Decision, Director, DirectorState, LLMDirector, make_director
 from mascot.errors import BackendError
-from mascot.rollouts import Rollout, roll_forward
+from mascot.group.chat import GroupChat
+from mascot.group.dialogue import USER, Dialogue, Directive, Turn
+from mascot.group.director import Decision, Director, DirectorState, LLMDirector, make_director
+from mascot.group.rollouts import Rollout, roll_forward
 from mascot.simusers import ReplaySimUser, SeekerScript
-from mascot.train.stage2_rewards import read_directive
+from mascot.train.stage2.rewards import read_directive
 from tests.test_chat import prefer
 
 
@@ -51,7 +51,7 @@ def test_action_and_tone_are_chosen_from_the_persona_menu(es_pack):
     dec = make_director("prompted", fb).decide(st(es_pack, [(USER, "hi")]))
     assert (dec.directive.speaker, dec.directive.action, dec.directive.tone) == ("Catalyst", want_action, want_tone)
     assert fb.calls == [] and len(fb.score_calls) == 3
-    from mascot.director import distinct_openings
+    from mascot.group.director import distinct_openings
 
     assert [c[1] for c in fb.score_calls[1:]] == [distinct_openings(catalyst.action_options()),
                                                   [t + '"}' for t in catalyst.tone_options()]]  # short: whole
@@ -59,7 +59,7 @@ def test_action_and_tone_are_chosen_from_the_persona_menu(es_pack):
 
 
 def test_distinct_openings_cut_options_where_they_differ():
-    from mascot.director import distinct_openings
+    from mascot.group.director import distinct_openings
 
     opts = ["Ask what the user feels now.", "Ask what the user needs.", "Name a strength.", "Be calm"]
     assert distinct_openings(opts, 3) == ["Ask what the user feels", "Ask what the user needs.", "Name a strength.", "Be calm"]
@@ -123,7 +123,7 @@ def test_base_backend_score_raises():
 
 
 def test_trained_chat_answers_with_every_voice_and_honours_bounds_and_mentions(es_pack):
-    from mascot.safety import CrisisDetector
+    from mascot.safety.detector import CrisisDetector
 
     fb = FakeBackend(scorer=prefer("none", "Beacon", "Anchor", "Catalyst"))
     fb.add_adapter("director", "/tmp/director")
@@ -188,7 +188,7 @@ def test_transformers_score_matches_a_plain_forward(tiny_model_dir):
     continuation computed token by token from a plain forward pass of prompt + continuation."""
     import torch
 
-    from mascot.backends.hf import TransformersBackend
+    from mascot.backends.transformers_backend import TransformersBackend
 
     b = TransformersBackend(str(tiny_model_dir), dtype="float32")
     msgs = [{"role": "user", "content": "Who speaks next?"}]

@@ -7,16 +7,21 @@ import json
 import pytest
 
 from mascot.errors import ConfigError
-from mascot.train.stage2_config import build_stage2_grpo_config, list_stage2_recipes, load_stage2_recipe
+from mascot.train.recipes import list_recipes, load_recipe, recipe_backend
+from mascot.train.trl_configs import build_grpo_config
+
+
+def load_stage2_recipe(name: str, overrides: dict | None = None):
+    return load_recipe(name, overrides, stage="stage2")
 
 
 def test_bundled_recipes_load_and_build(tmp_path) -> None:
-    assert {"tiny-cpu", "paper-gpu"} <= set(list_stage2_recipes())
+    assert {"tiny-cpu", "paper-gpu"} <= set(list_recipes("stage2"))
     tiny = load_stage2_recipe("tiny-cpu")
     assert tiny.rollout_backend == "auto" and tiny.rewards == ["group", "format"]  # llama.cpp on CPU
     assert tiny.stage_dir.name == "stage2" and tiny.out.name == "tiny-cpu"
     paper = load_stage2_recipe("paper-gpu")
-    args = build_stage2_grpo_config(paper, tmp_path, validate_only=True)
+    args = build_grpo_config(paper, tmp_path, max_steps=paper.max_steps, validate_only=True, model_is_path=True)
     assert args.num_generations == 8 and paper.block_turns == 4 and paper.grpo["use_vllm"] is True
     assert args.reward_weights == [1.0, 0.5]
 
@@ -50,21 +55,19 @@ def test_rollout_backend_is_read_without_building_the_config():
     """The CLI reads the rollout backend before TRL and torch load, so llama.cpp can load first."""
     import sys
 
-    from mascot.train.stage2_config import recipe_rollout_backend
-
-    assert recipe_rollout_backend("tiny-cpu") in ("llamacpp", "transformers")  # auto: llamacpp on a CPU machine
-    assert recipe_rollout_backend("tiny-cpu", {"rollout-backend": "transformers"}) == "transformers"
-    assert recipe_rollout_backend("paper-gpu") == "vllm"
+    assert recipe_backend("tiny-cpu", stage="stage2") in ("llamacpp", "transformers")  # auto: llamacpp on a CPU machine
+    assert recipe_backend("tiny-cpu", {"rollout-backend": "transformers"}, stage="stage2") == "transformers"
+    assert recipe_backend("paper-gpu", stage="stage2") == "vllm"
     if "torch" not in sys.modules:  # run alone, the peek itself must not import torch
-        recipe_rollout_backend("tiny-cpu")
+        recipe_backend("tiny-cpu", stage="stage2")
         assert "torch" not in sys.modules
 
 
 def test_rollouts_without_speaker_adapters_say_so(tmp_path, capsys) -> None:
     """A run folder without Stage-1 speakers (e.g. --output a new folder, no --speakers_run) would roll out the
     prompted base model silently: the rollout chat says so and names the fix."""
-    from mascot.personas import load_pack
-    from mascot.train.stage2 import frozen_chat
+    from mascot.group.personas import load_pack
+    from mascot.train.stage2.pipeline import frozen_chat
 
     cfg = load_stage2_recipe("tiny-cpu", {"output_dir": str(tmp_path / "new-run"), "rollout_backend": "fake"})
     frozen_chat(cfg, load_pack("emotional-support"), "round-robin")

@@ -10,20 +10,20 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.model, pytest.mark.train]  # the embedded tokenizer; warm-start and GRPO steps
 
 
 def test_stage2_end_to_end_on_a_tiny_model(tiny_model_dir: Path, tmp_path: Path) -> None:
-    from mascot.backends.hf import TransformersBackend
-    from mascot.chat import GroupChat
-    from mascot.dialogue import Dialogue
-    from mascot.director import DIRECTOR_ADAPTER
+    from mascot.backends.transformers_backend import TransformersBackend
+    from mascot.group.chat import GroupChat
+    from mascot.group.dialogue import Dialogue
+    from mascot.group.director import DIRECTOR_ADAPTER
     from mascot.train.progress import read_progress
-    from mascot.train.stage2 import main
-    from mascot.train.stage2_config import load_stage2_recipe
+    from mascot.train.recipes import load_recipe
+    from mascot.train.stage2.pipeline import main
 
     out = tmp_path / "run"
-    cfg = load_stage2_recipe("tiny-cpu", {
+    cfg = load_recipe("tiny-cpu", stage="stage2", overrides={
         "model": str(tiny_model_dir), "dtype": "float32", "output_dir": str(out), "run": "smoke", "max_scripts": "2",
         "max_states": "2", "max_steps": "2", "warm_start_epochs": "1", "rollout_max_new_tokens": "8",
         "grpo.max_completion_length": "8", "grpo.save_steps": "1", "lora_layers": "null",
@@ -58,6 +58,6 @@ def test_stage2_end_to_end_on_a_tiny_model(tiny_model_dir: Path, tmp_path: Path)
 
 
 def cfg_roster(cfg):
-    from mascot.personas import load_pack
+    from mascot.group.personas import load_pack
 
     return load_pack(cfg.pack).active

@@ -16,11 +16,13 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
+# the probe is an entry point: it reads the switch from its environment, as `python -m mascot train` does
 PROBE = r"""
-import json, resource
+import json, os, resource
 from mascot.train import allocator
-first = allocator.keep_freed_memory()
-again = allocator.keep_freed_memory()
+enabled = allocator.parse_switch(os.environ.get(allocator.ENV))
+first = allocator.keep_freed_memory(enabled)
+again = allocator.keep_freed_memory(enabled)
 faults = []
 for _ in range(2):  # touch and free a 64 MB block twice: above glibc's largest mmap threshold (32 MB)
     before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
@@ -58,12 +60,11 @@ def test_switched_off_by_the_environment_as_glibc_default() -> None:
     assert r["faults"][1] > 10_000
 
 
-def test_parallel_workers_keep_freed_memory_only_when_all_fit(tmp_path: Path, monkeypatch) -> None:
+def test_parallel_workers_keep_freed_memory_only_when_all_fit(tmp_path: Path) -> None:
     """Three workers at the measured 9.4 GB peak (10 GB with headroom) do not fit a 24 GB machine (one was killed there): they return freed
     memory; two fit 22 GB; an unknown amount of memory or the switch answers no."""
     from mascot.train import allocator
 
-    monkeypatch.delenv(allocator.ENV, raising=False)
     keep, why = allocator.workers_keep_freed_memory(3, available_gb=22.0)
     assert keep is False and "30 GB > 22.0 GB" in why
     assert allocator.workers_keep_freed_memory(2, available_gb=22.0)[0] is True  # 20 GB
@@ -71,5 +72,22 @@ def test_parallel_workers_keep_freed_memory_only_when_all_fit(tmp_path: Path, mo
     meminfo.write_text("MemTotal:       24576000 kB\nMemAvailable:   23068672 kB\n", encoding="ascii")
     assert allocator.available_memory_gb(str(meminfo)) == 22.0
     assert allocator.available_memory_gb(str(tmp_path / "missing")) is None
+    assert allocator.workers_keep_freed_memory(1, available_gb=100.0, enabled=False) == (False, f"{allocator.ENV}=0")
+
+
+def test_the_switch_is_read_by_the_command_and_passed_down(monkeypatch) -> None:
+    """`python -m mascot train` reads --keep-freed-memory, else MASCOT_KEEP_FREED_MEMORY; nothing below it reads the
+    environment."""
+    import argparse
+
+    from mascot.train import allocator
+    from mascot.train.cli import keep_freed_memory_flag
+
+    assert [allocator.parse_switch(v) for v in (None, "", "1", "yes", "0", "off", "No")] == [True, True, True, True,
+                                                                                              False, False, False]
     monkeypatch.setenv(allocator.ENV, "0")
-    assert allocator.workers_keep_freed_memory(1, available_gb=100.0) == (False, f"{allocator.ENV}=0")
+    assert keep_freed_memory_flag(argparse.Namespace(keep_freed_memory=None)) is False
+    assert keep_freed_memory_flag(argparse.Namespace(keep_freed_memory="yes")) is True  # the flag wins
+    monkeypatch.delenv(allocator.ENV)
+    assert keep_freed_memory_flag(argparse.Namespace(keep_freed_memory=None)) is True
+    assert keep_freed_memory_flag(argparse.Namespace(keep_freed_memory="no")) is False

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from mascot.errors import ConfigError
-from mascot.train.pairs import PairStats, build_pairs, group_pairs, load_extra_pairs
+from mascot.train.stage1.pairs import PairStats, build_pairs, group_pairs, load_extra_pairs
 
 
 def test_margin_is_inclusive_and_orders_chosen_first() -> None:
@@ -86,8 +86,8 @@ def test_extra_pairs_errors_name_the_file_and_line(tmp_path: Path) -> None:
 
 
 def test_warm_start_targets_rank_by_criterion(es_pack) -> None:
-    from mascot.dialogue import Dialogue, Turn
-    from mascot.train.data import sft_rows
+    from mascot.group.dialogue import Dialogue, Turn
+    from mascot.train.stage1.data import sft_rows
 
     ctx = Dialogue([Turn("user", "I failed my test.")]).to_dict()
     groups = [{"group_id": "s1:anchor", "persona": "Anchor", "context": ctx, "directive": None}]
@@ -113,9 +113,9 @@ def test_warm_start_targets_rank_by_criterion(es_pack) -> None:
 def test_warm_start_targets_rank_by_weighted_criteria(es_pack) -> None:
     """Relevance counted twice picks the on-topic reply the plain aggregate passes over; an unknown
     criterion name fails with the valid ones."""
-    from mascot.dialogue import Dialogue, Turn
     from mascot.errors import ConfigError
-    from mascot.train.data import rank_score, sft_rows
+    from mascot.group.dialogue import Dialogue, Turn
+    from mascot.train.stage1.data import rank_score, sft_rows
 
     ctx = Dialogue([Turn("user", "I failed my test.")]).to_dict()
     groups = [{"group_id": "s1:anchor", "persona": "Anchor", "context": ctx, "directive": None}]
@@ -143,7 +143,7 @@ def _judged(scenario: str, persona: str, texts: list[str], scores: list[float | 
 
 
 def test_cross_persona_pairs_reject_other_voices_on_the_same_scenario() -> None:
-    from mascot.train.pairs import cross_persona_pairs
+    from mascot.train.stage1.pairs import cross_persona_pairs
 
     groups = [
         _judged("s1", "Anchor", ["I hear how heavy this is for you.", "That sounds so hard to carry."], [3.0, 4.0],
@@ -183,7 +183,7 @@ def test_pair_guards_keep_persona_fit_and_length_in_check() -> None:
 
 
 def test_cross_persona_pairs_keep_only_what_the_judge_separates() -> None:
-    from mascot.train.pairs import cross_persona_pairs, keep_persona_separated
+    from mascot.train.stage1.pairs import cross_persona_pairs, keep_persona_separated
 
     groups = [_judged("s1", "Anchor", ["I hear how heavy this is for you.", "That sounds so hard to carry."], [3.0, 4.0],
                       consistency=[5.0, 2.0]),
@@ -200,9 +200,9 @@ def test_cross_persona_pairs_keep_only_what_the_judge_separates() -> None:
 
 
 def test_grpo_curve_checks_read_first_and_last_windows() -> None:
-    """Issue 11's GRPO checks from the logged history: reward rises, final clipped ratio <= 0.2 (the last
+    """The GRPO curve checks (docs/training.md) from the logged history: reward rises, final clipped ratio <= 0.2 (the last
     window's mean reported beside it), format reward not falling."""
-    from mascot.train.speakers import curve_checks, curve_summary
+    from mascot.train.stage1.speakers import curve_checks, curve_summary
 
     hist = [{"reward": 0.1 * i, "completions/clipped_ratio": 0.5 if i < 25 else 0.0,
              "rewards/format_reward/mean": 0.4 + 0.01 * i, "loss": 0.0} for i in range(30)]

@@ -11,27 +11,30 @@ import pytest
 
 from mascot.__main__ import main as mascot_main
 from mascot.errors import ConfigError
-from mascot.train.configs import (
-    Stage1Config,
+from mascot.train.progress import Manifest, ProgressLog, atomic_path, read_progress
+from mascot.train.recipes import coerce, list_recipes, load_recipe
+from mascot.train.stage1.config import Stage1Config
+from mascot.train.trl_configs import (
     build_grpo_config,
     build_reward_config,
+    build_sft_config,
     grpo_completion_budget,
+    lora_config,
     reward_lora_config,
-    speaker_lora_config,
 )
-from mascot.train.recipes import coerce, list_recipes, load_recipe
-from mascot.train.progress import Manifest, ProgressLog, atomic_path, read_progress
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_bundled_recipes_load() -> None:
     assert {"tiny-cpu", "paper-gpu"} <= set(list_recipes())
     tiny = load_recipe("tiny-cpu")
     assert tiny.model == "embedded" and tiny.judge == "offline" and tiny.k == 8 and tiny.delta == 0.5
-    assert tiny.rewards == ["persona_rm", "format", "judge", "mood", "balanced", "overlong", "relevance"]  # round 18 (issue 11)
+    assert tiny.rewards == ["persona_rm", "format", "judge", "mood", "balanced", "overlong", "relevance"]
     assert tiny.reward_weights == [1.0, 2.0, 1.0, 1.0, 2.0, 2.0, 0.0] and tiny.judge_length_control and tiny.rm_length_control
     assert tiny.persona_overrides["anchor"]["reward_weights"] == [1.0, 3.0, 1.0, 1.0, 2.0, 2.0, 1.5] and tiny.format_min_words == 15
-    assert tiny.persona_overrides["beacon"] == {"sft_max_words": 35, "reward_weights": [0.5, 3.0, 1.0, 1.0, 2.0, 2.0, 1.0]}  # round 26
-    catalyst = tiny.for_persona("catalyst")  # round 27: the judge's Consistency x1.5 in place of its aggregate
+    assert tiny.persona_overrides["beacon"] == {"sft_max_words": 35, "reward_weights": [0.5, 3.0, 1.0, 1.0, 2.0, 2.0, 1.0]}
+    catalyst = tiny.for_persona("catalyst")  # the judge's Consistency x1.5 in place of its aggregate
     assert dict(zip(catalyst.rewards, catalyst.reward_weights)) == {
         "persona_rm": 1.0, "format": 2.0, "judge": 0.0, "mood": 1.0, "balanced": 2.0, "overlong": 2.0, "consistency": 1.5}
     assert tiny.rm_kind == "embedding" and tiny.rm_reward_norm == "global" and tiny.format_graded
@@ -121,7 +124,7 @@ def test_paper_gpu_configs_build_without_vllm(monkeypatch: pytest.MonkeyPatch, t
     assert grpo.generation_batch_size % grpo.num_generations == 0
     rm = build_reward_config(cfg, tmp_path / "r", validate_only=True)
     assert rm.learning_rate == 1e-5 and rm.num_train_epochs == 1 and rm.max_length == 2048
-    lora = speaker_lora_config(cfg)
+    lora = lora_config(cfg)
     assert (lora.r, lora.lora_alpha, sorted(lora.target_modules)) == (16, 32, ["k_proj", "o_proj", "q_proj", "v_proj"])
     assert reward_lora_config(cfg).modules_to_save == ["score"]
 
@@ -139,7 +142,7 @@ def test_tiny_cpu_configs_build(tmp_path: Path) -> None:
     cfg = load_recipe("tiny-cpu")
     grpo = build_grpo_config(cfg, tmp_path, max_steps=2)
     assert grpo.max_steps == 2 and grpo.num_generations == 4 and grpo.use_cpu and not grpo.use_vllm
-    assert speaker_lora_config(cfg, num_layers=30).layers_to_transform == list(range(20, 30))
+    assert lora_config(cfg, num_layers=30).layers_to_transform == list(range(20, 30))
     assert grpo_completion_budget(cfg) == grpo.max_completion_length == 48  # the overlong reward's L_max
     assert grpo_completion_budget(load_recipe("tiny-cpu", {"grpo.max_completion_length": "64"})) == 64
     # without the field the pipeline gives GRPO the candidates' budget, and so does the overlong reward
@@ -181,7 +184,7 @@ def test_parallel_workers_redoing_their_steps_keep_each_others_entries(tmp_path:
 
 
 def test_redo_expands_to_later_steps_and_jobs(es_pack) -> None:
-    from mascot.train.stage1 import expand_redo
+    from mascot.train.stage1.pipeline import expand_redo
 
     cfg = Stage1Config()
     assert expand_redo(["reward_model"], cfg, es_pack.active) == {
@@ -244,15 +247,55 @@ def test_progress_tables_of_a_resumed_run_show_its_last_invocation() -> None:
 
 
 def test_configs_does_not_import_recipes() -> None:
-    """The dependency runs one way: recipes -> configs (issue 11)."""
+    """The dependency runs one way: recipes -> the stage configs and the TRL builders, never back."""
     import ast
     import inspect
 
-    import mascot.train.configs as configs
+    import mascot.train.stage1.config as stage1_config
+    import mascot.train.trl_configs as trl_configs
 
-    tree = ast.parse(inspect.getsource(configs))
-    imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
-    assert "mascot.train.recipes" not in imported
+    for module in (stage1_config, trl_configs):
+        tree = ast.parse(inspect.getsource(module))
+        imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+        assert "mascot.train.recipes" not in imported, module.__name__
+
+
+def test_shipped_run_was_trained_with_the_recipe_as_it_loads_now() -> None:
+    """checkpoints/tiny-cpu/recipe.json is the config the shipped run resolved: the bundled recipe still resolves to
+    it, field for field, apart from the output folder the run was trained in."""
+    shipped = json.loads((ROOT / "checkpoints" / "tiny-cpu" / "recipe.json").read_text(encoding="utf-8"))["config"]
+    now = load_recipe("tiny-cpu").to_dict()
+    assert set(shipped) == set(now)
+    assert {k: v for k, v in shipped.items() if k != "output_dir"} == {k: v for k, v in now.items() if k != "output_dir"}
+
+
+def test_both_stages_share_one_loader_and_one_set_of_builders(tmp_path: Path) -> None:
+    """Stage 2 loads through the same loader (same coercion, same suggestions) and builds with the same builders:
+    one device rule and one layer rule for every trainer."""
+    director = load_recipe("tiny-cpu", {"max-states": "5", "grpo.beta": "0.02"}, stage="stage2")
+    assert director.max_states == 5 and director.grpo["beta"] == 0.02 and director.recipe == "tiny-cpu"
+    assert list_recipes("stage2") == sorted(list_recipes("stage2")) and "tiny-cpu" in list_recipes("stage2")
+    with pytest.raises(ConfigError, match=r"Unknown option '--max_statez'. Did you mean --max_states, --max_steps\?"):
+        load_recipe("tiny-cpu", {"max_statez": "5"}, stage="stage2")
+    with pytest.raises(ConfigError, match=r"dotted overrides go to the sections grpo\."):
+        load_recipe("tiny-cpu", {"sft.learning_rate": "1"}, stage="stage2")
+    with pytest.raises(ConfigError, match=r"Valid training stage names: stage1, stage2"):
+        load_recipe("tiny-cpu", stage="stage3")
+    f = tmp_path / "r.yaml"
+    f.write_text("modle: x\n")
+    with pytest.raises(ConfigError, match=r"unknown recipe field 'modle'.*Did you mean model\?"):
+        load_recipe(f)
+    paper = load_recipe("paper-gpu", stage="stage2")
+    args = build_grpo_config(paper, tmp_path, validate_only=True, model_is_path=True)
+    assert args.use_vllm and args.vllm_mode == "colocate" and args.num_generations == 8  # the recipe as written
+    with pytest.raises(ConfigError, match=r"lora_layers=6 needs the model's number of layers"):
+        lora_config(director)  # no layer count: a clear error in both stages
+    with pytest.raises(ConfigError, match=r"lora_layers=10 needs the model's number of layers"):
+        lora_config(load_recipe("tiny-cpu"))
+    assert lora_config(director, num_layers=30).layers_to_transform == list(range(24, 30))
+    sft = build_sft_config(load_recipe("tiny-cpu", {"warm_start_epochs": "2"}, stage="stage2"), tmp_path, model_is_path=True)
+    assert (sft.num_train_epochs, sft.learning_rate, sft.max_length, sft.model_init_kwargs) == (2.0, 2e-3, 1024, {"dtype": "float32"})
+    assert sft.use_cpu and not sft.bf16 and sft.per_device_train_batch_size == 4 and sft.lr_scheduler_type == "constant"
 
 
 def test_new_stage1_fields_fail_loudly() -> None:
@@ -269,8 +312,10 @@ def test_grpo_workers_under_redo_are_not_trained_again_in_process(tmp_path: Path
     and not pending a redo (it used to train every one of them a second time)."""
     import subprocess
 
-    from mascot.train import stage1
-    from mascot.train.speakers import adapter_jobs
+    from mascot.files.checkpoints import speakers_dir
+    from mascot.train.stage1 import pipeline as stage1
+    from mascot.train.stage1.speakers import adapter_jobs
+    from mascot.train.stage1.workers import train_in_workers
 
     cfg = load_recipe("tiny-cpu", {"output_dir": str(tmp_path / "run"), "grpo_workers": "3"})
     run = stage1.open_run(cfg, show_bars=False)
@@ -281,9 +326,9 @@ def test_grpo_workers_under_redo_are_not_trained_again_in_process(tmp_path: Path
         def __init__(self, argv: list[str], **_: object) -> None:
             started.append(argv)
             job = argv[argv.index("--only") + 1]
-            stage1.Manifest(run.manifest.path).mark(job, metrics={"steps": 30})
-            (stage1.speakers_dir(run.out) / job.split(":", 1)[1]).mkdir(parents=True, exist_ok=True)
-            (stage1.speakers_dir(run.out) / job.split(":", 1)[1] / "adapter_config.json").write_text("{}")
+            Manifest(run.manifest.path).mark(job, metrics={"steps": 30})
+            (speakers_dir(run.out) / job.split(":", 1)[1]).mkdir(parents=True, exist_ok=True)
+            (speakers_dir(run.out) / job.split(":", 1)[1] / "adapter_config.json").write_text("{}")
             self.returncode = 0
 
         def poll(self) -> int:
@@ -293,9 +338,11 @@ def test_grpo_workers_under_redo_are_not_trained_again_in_process(tmp_path: Path
             return 0
 
     monkeypatch.setattr(subprocess, "Popen", FakeWorker)
-    stage1._grpo_in_workers(run)
+    train_in_workers(run)
     assert len(started) == 3 and all("--redo" in argv for argv in started)
-    for name, _, targets in adapter_jobs(cfg, run.personas, stage1.speakers_dir(run.out)):
+    # the allocator switch travels on each worker's command line, not through the environment
+    assert all(argv[argv.index("--keep-freed-memory") + 1] in ("yes", "no") for argv in started)
+    for name, _, _targets in adapter_jobs(cfg, run.personas, speakers_dir(run.out)):
         assert run.manifest.done(f"grpo:{name}") and f"grpo:{name}" not in run.cache["redo"]
 
 
@@ -324,7 +371,7 @@ def test_persona_overrides_per_adapter_and_loud_errors(tmp_path: Path, es_pack) 
     assert slower.for_persona("anchor").grpo == slower.grpo  # other personas keep the recipe's section
     with pytest.raises(ConfigError, match="needs adapter_mode: per-persona"):
         load_recipe("tiny-cpu", {"persona_overrides": "{beacon: {sft_max_words: 20}}", "adapter_mode": "shared"})
-    from mascot.train.stage1 import open_run
+    from mascot.train.stage1.pipeline import open_run
 
     bad = load_recipe("tiny-cpu", {"persona_overrides": "{becon: {sft_max_words: 20}}", "output_dir": str(tmp_path / "run")})
     with pytest.raises(ConfigError, match="'becon', not a trained persona.*valid keys: anchor, catalyst, beacon"):

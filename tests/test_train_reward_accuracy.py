@@ -5,8 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mascot.rewards.embedding_rm import EmbeddingRewardModel, is_embedding_rm, load_reward_model, split_rm_prompt, train_embedding_rm
-from mascot.train.reward_model import accuracy_report, accuracy_with_ci
+from mascot.rewards.embedding_rm import (
+    EmbeddingRewardModel,
+    is_embedding_rm,
+    load_reward_model,
+    split_rm_prompt,
+    train_embedding_rm,
+)
+from mascot.train.stage1.reward_model import accuracy_report, accuracy_with_ci
 
 
 class _LengthRM:
@@ -53,7 +59,7 @@ class _TableEmbedder:
 
 
 def test_split_rm_prompt_round_trips_the_rm_prompt(es_pack) -> None:
-    from mascot.dialogue import Dialogue, Turn
+    from mascot.group.dialogue import Dialogue, Turn
     from mascot.rewards.persona_rm import rm_prompt
 
     text = rm_prompt(es_pack.get("Anchor"), Dialogue([Turn("user", "I failed my test")], situation="exam"))

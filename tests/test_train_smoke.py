@@ -13,7 +13,7 @@ import pytest
 
 from mascot.judges.base import CRITERIA, Judge, JudgeItem, Verdict
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.model, pytest.mark.train]  # the embedded tokenizer; RM, warm-start and GRPO steps
 
 
 class FakeJudge(Judge):
@@ -41,7 +41,7 @@ def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     import torch
     from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
-    from mascot.models import resolve_model
+    from mascot.files.model_files import resolve_model
 
     tok = AutoTokenizer.from_pretrained(resolve_model("embedded"), local_files_only=True)
     torch.manual_seed(0)
@@ -62,16 +62,16 @@ def test_stage1_end_to_end_on_a_tiny_model(tiny_model_dir: Path, tmp_path: Path,
 
     import mascot.judges as judges
     from mascot.backends.base import GenerationParams
-    from mascot.backends.hf import TransformersBackend
-    from mascot.chat import GroupChat
+    from mascot.backends.transformers_backend import TransformersBackend
     from mascot.data import load_scenarios
-    from mascot.dialogue import Dialogue
-    from mascot.personas import load_pack
+    from mascot.group.chat import GroupChat
+    from mascot.group.dialogue import Dialogue
+    from mascot.group.personas import load_pack
+    from mascot.group.speaker import Speaker, adapter_name
     from mascot.rewards.persona_rm import PersonaRewardModel
-    from mascot.speaker import Speaker, adapter_name
-    from mascot.train.recipes import load_recipe
     from mascot.train.progress import read_jsonl, read_progress
-    from mascot.train.stage1 import main
+    from mascot.train.recipes import load_recipe
+    from mascot.train.stage1.pipeline import main
 
     monkeypatch.setitem(judges.JUDGES, "fake", "tests.test_train_smoke:FakeJudge")
     out = tmp_path / "run"
@@ -87,9 +87,9 @@ def test_stage1_end_to_end_on_a_tiny_model(tiny_model_dir: Path, tmp_path: Path,
         # the LLM reward model and one process (the fake judge lives in this test process only)
         "rm_kind": "llm", "grpo_workers": "1", "pair_criteria": "[]", "pair_max_length_ratio": "none",
         "cross_persona_pairs": "0", "rm_reward_norm": "group",
-        # the length controls (issue 11, stop 23): overlong reward, length-controlled judge and reward model; the
-        # shipped recipe's balanced reward (stop 24) reads the fake judge's Relevance and Consistency, and its relevance
-        # reward (stop 25) is weighted per persona by the recipe's persona_overrides
+        # the length controls: overlong reward, length-controlled judge and reward model; the shipped recipe's
+        # balanced reward reads the fake judge's Relevance and Consistency, and its relevance reward is weighted
+        # per persona by the recipe's persona_overrides
         "rewards": "[persona_rm, format, judge, mood, balanced, overlong, relevance]", "reward_weights": "[1, 2, 1, 1, 2, 2, 0]",
         "overlong_buffer": "4", "judge_length_control": "true", "rm_length_control": "true",
     })

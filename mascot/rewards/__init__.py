@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mascot.errors import ConfigError, unknown_name
-from mascot.personas import Persona
+from mascot.group.personas import Persona
 from mascot.rewards.format import FormatChecker, cap_words, completion_text, count_words, make_format_reward
 from mascot.rewards.persona_rm import PersonaRewardModel, group_zscore, make_persona_rm_reward, rm_prompt
 
@@ -64,8 +64,8 @@ def _replies(ctx: RewardContext) -> Callable[[list[Any], list[str], list[str]], 
     """(persona, dialogue before the reply, cleaned reply) for each completion of a GRPO batch: what the
     judge and mood rewards read, from TRL's completions and the `persona` and `context` dataset columns; with
     `score_max_words`, only the reply's first words (`cap_words`), so length past the format band earns nothing."""
-    from mascot.dialogue import Dialogue
-    from mascot.speaker import clean_reply
+    from mascot.group.cleaning import clean_reply
+    from mascot.group.dialogue import Dialogue
 
     by_name = {p.name: p for p in ctx.personas}
 
@@ -158,7 +158,7 @@ def length_slopes(judged: list[dict[str, Any]], criteria: list[str]) -> dict[tup
 # - consistency: persona fit against the other personas and a generic assistant, for a persona whose replies fit
 #   its profile no better than the prompted model's;
 # - balanced: the lower of a reply's group z-scores on relevance and consistency, so GRPO cannot buy one with the
-#   other (issue 11, round 16: weighted sums of the two traded them along one frontier in rounds 14 and 15).
+#   other (weighted sums of the two only traded one for the other along one frontier: docs/training.md).
 JUDGE_SIGNALS: dict[str, str | tuple[str, ...] | None] = {
     "judge": None, "relevance": "relevance", "consistency": "consistency", "balanced": ("relevance", "consistency")}
 

@@ -128,7 +128,7 @@ class EmbeddingRewardModel:
         return {f.name: f.stat().st_size for f in sorted(target.iterdir())}
 
     @classmethod
-    def load(cls, folder: str | Path) -> "EmbeddingRewardModel":
+    def load(cls, folder: str | Path) -> EmbeddingRewardModel:
         from safetensors.torch import load_file
 
         folder = Path(folder)

@@ -19,8 +19,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from mascot.speaker import (  # noqa: F401 (re-exported)
-    _FINISHED, _WORD, count_words, has_meta_talk, has_stage_direction, is_finished, trim_to_sentence,
+from mascot.group.cleaning import (  # noqa: F401 (re-exported)
+    _FINISHED,
+    _WORD,
+    count_words,
+    has_meta_talk,
+    has_stage_direction,
+    is_finished,
+    trim_to_sentence,
 )
 
 GENERIC_TAGS = ("User", "Assistant", "Director", "System", "AI")

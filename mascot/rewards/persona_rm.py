@@ -12,11 +12,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from mascot.dialogue import Dialogue
-from mascot.personas import Persona
-from mascot.prompts import HISTORY_TURNS
+from mascot.group.cleaning import clean_reply
+from mascot.group.dialogue import Dialogue
+from mascot.group.personas import Persona
+from mascot.group.prompts import HISTORY_TURNS
 from mascot.rewards.format import cap_words, completion_text, count_words
-from mascot.speaker import clean_reply
 
 
 def rm_prompt(persona: Persona | str, dialogue: Dialogue | str, name: str | None = None) -> str:
@@ -76,14 +76,13 @@ class PersonaRewardModel:
 
     @classmethod
     def load(cls, base_model: str, adapter_dir: str | Path, dtype: str = "float32", device: str = "cpu",
-             max_length: int = 1024, batch_size: int = 16) -> "PersonaRewardModel":
+             max_length: int = 1024, batch_size: int = 16) -> PersonaRewardModel:
         from peft import PeftModel
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
-
-        from mascot.backends.hf import pick_dtype
-        from mascot.models import resolve_model
-
         from trl.trainer.reward_trainer import suppress_seqcls_warning
+
+        from mascot.backends.transformers_backend import pick_dtype
+        from mascot.files.model_files import resolve_model
 
         path = resolve_model(base_model)
         tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)

@@ -8,14 +8,15 @@ kernel (benchmarks/grpo_step.py reports kernel time and page faults). With mmap 
 blocks go back to malloc's free lists and the next step reuses them: the process keeps its peak size, which a
 training process reaches in its first step anyway.
 
-Transparent huge pages (torch's THP_MEM_ALLOC_ENABLE) were tried first and cost the same time: with this
+Transparent huge pages (torch's THP_MEM_ALLOC_ENABLE) cost the same time instead: with this
 kernel's `defrag=madvise` each 2 MB fault stalls in direct compaction once memory is fragmented.
 
-`MASCOT_KEEP_FREED_MEMORY=0` switches this off (e.g. to measure the difference).
+`python -m mascot train ... --keep-freed-memory no` (or `MASCOT_KEEP_FREED_MEMORY=0`, which the command reads)
+switches this off, e.g. to measure the difference; the entry points pass the switch down as `enabled`.
 
 The price is memory: a process keeps its peak, and with mmap off a step's variously sized logits fragment the heap.
 A GRPO worker of the tiny-cpu recipe (llama.cpp rollouts, Beacon's longer replies) peaks at 9.4 GB and three such
-workers beside the parent ran a 24 GB machine out of memory (stop 28: the kernel killed one). So parallel workers
+workers beside the parent ran a 24 GB machine out of memory (the kernel killed one). So parallel workers
 keep freed memory only when the machine has room for all of them (`workers_keep_freed_memory`); otherwise they run
 with glibc's default, which costs kernel time but not memory.
 """
@@ -25,7 +26,6 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import logging
-import os
 import sys
 
 log = logging.getLogger(__name__)
@@ -41,15 +41,20 @@ ENV = "MASCOT_KEEP_FREED_MEMORY"
 WORKER_PEAK_GB = 10.0
 
 
-def keep_freed_memory() -> bool:
+def parse_switch(value: str | None) -> bool:
+    """The MASCOT_KEEP_FREED_MEMORY switch as an entry point read it (None: not set, which means on)."""
+    return (value or "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+def keep_freed_memory(enabled: bool = True) -> bool:
     """Make glibc's malloc keep freed blocks for reuse (no mmap, no trimming) in this process; True if applied.
 
-    Idempotent; does nothing (and returns False) off Linux/glibc or when MASCOT_KEEP_FREED_MEMORY=0."""
+    Idempotent; does nothing (and returns False) off Linux/glibc or when not `enabled`."""
     global _applied
     if _applied is not None:
         return _applied
     _applied = False
-    if _switched_off():
+    if not enabled:
         return False
     if not sys.platform.startswith("linux"):
         return False
@@ -61,13 +66,9 @@ def keep_freed_memory() -> bool:
     mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
     ok = mallopt(M_MMAP_MAX, 0) == 1 and mallopt(M_TRIM_THRESHOLD, _TRIM_NEVER) == 1
     if not ok:
-        log.warning("mallopt refused to keep freed memory; training runs as before, with more kernel time per step.")
+        log.warning("mallopt refused to keep freed memory; training runs with glibc's default, with more kernel time per step.")
     _applied = ok
     return ok
-
-
-def _switched_off() -> bool:
-    return os.environ.get(ENV, "1").strip().lower() in ("0", "false", "no", "off")
 
 
 def available_memory_gb(meminfo: str = "/proc/meminfo") -> float | None:
@@ -83,12 +84,12 @@ def available_memory_gb(meminfo: str = "/proc/meminfo") -> float | None:
 
 
 def workers_keep_freed_memory(workers: int, available_gb: float | None = None,
-                              per_worker_gb: float = WORKER_PEAK_GB) -> tuple[bool, str]:
+                              per_worker_gb: float = WORKER_PEAK_GB, *, enabled: bool = True) -> tuple[bool, str]:
     """Whether `workers` training processes started side by side may each keep their freed memory, and why.
 
     Yes only when the memory available now holds every worker at the measured peak of one that does; an unknown
-    amount of memory, or `MASCOT_KEEP_FREED_MEMORY=0`, answers no."""
-    if _switched_off():
+    amount of memory, or the switch off (`enabled=False`), answers no."""
+    if not enabled:
         return False, f"{ENV}=0"
     if available_gb is None:
         available_gb = available_memory_gb()

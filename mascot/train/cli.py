@@ -1,19 +1,26 @@
-"""`python -m mascot train stage1 --recipe NAME|PATH [--max-steps N] [--output DIR] [--only STEPS] [--FIELD VALUE ...]`
+"""`python -m mascot train stage1|stage2 --recipe NAME|PATH [--max-steps N] [--output DIR] [--only STEPS] [--FIELD VALUE ...]`
 
 Any recipe field can be overridden as `--field value` (hyphens or underscores), TRL trainer fields as
 `--reward_model.<field> value` / `--grpo.<field> value`. Unknown fields and recipes fail with the valid names.
+
+The training processes keep freed memory for reuse (mascot/train/allocator.py) unless `--keep-freed-memory no`
+or, when the flag is not given, `MASCOT_KEEP_FREED_MEMORY=0`.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from typing import Any
 
 from mascot.errors import ConfigError
-from mascot.train.configs import STEPS
-from mascot.train.recipes import list_recipes, load_recipe, recipe_generation_backend
+from mascot.train.allocator import ENV as KEEP_FREED_MEMORY_ENV
+from mascot.train.allocator import parse_switch
+from mascot.train.recipes import list_recipes, load_recipe, recipe_backend
+from mascot.train.stage1.config import STEPS
+from mascot.train.stage2.config import STAGE2_STEPS
 
 
 class _OverrideParser(argparse.ArgumentParser):
@@ -35,32 +42,28 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     sub = p.add_subparsers(dest="stage", required=True, parser_class=_OverrideParser)
     s1 = sub.add_parser("stage1", help="persona-aware behavioural alignment: judge -> pairs -> RM -> GRPO speakers",
                         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    s1.add_argument("--recipe", default="tiny-cpu", help=f"bundled recipe ({', '.join(list_recipes())}) or a YAML path")
-    s1.add_argument("--max-steps", type=int, default=None, help="cap on optimizer steps of each trainer")
-    s1.add_argument("--output", default=None, help="output folder (default checkpoints/<run>)")
-    s1.add_argument("--only", default=None, help=f"comma-separated steps to run: {', '.join(STEPS)} (or grpo:<persona>)")
-    s1.add_argument("--redo", default=None, help="comma-separated steps to run again, with the steps after them")
+    _add_common(s1, "stage1", "cap on optimizer steps of each trainer", "output folder (default checkpoints/<run>)",
+                f"comma-separated steps to run: {', '.join(STEPS)} (or grpo:<persona>)")
     s1.add_argument("--extra-pairs", action="append", default=None, help="annotation-tool pairs JSONL {prompt, chosen, rejected}")
-    s1.add_argument("--print-config", action="store_true", help="print the resolved config as JSON and exit")
-    s1.add_argument("--list-recipes", action="store_true", help="list bundled recipes and exit")
-    s1.add_argument("--no-bars", action="store_true", help="no progress bars (logs only)")
-    add_stage2_arguments(sub)
-
-
-def add_stage2_arguments(sub: Any) -> None:
-    from mascot.train.stage2_config import STAGE2_STEPS, list_stage2_recipes
-
     s2 = sub.add_parser("stage2", help="collaborative dialogue optimisation: director GRPO on simulated conversations",
                         description="Train the director with GRPO: dialogue states -> directives -> N-turn rollouts "
                                     "scored by the group judge. Overrides: --field value, --grpo.<field> value.")
-    s2.add_argument("--recipe", default="tiny-cpu", help=f"bundled stage-2 recipe ({', '.join(list_stage2_recipes())}) or a YAML path")
-    s2.add_argument("--max-steps", type=int, default=None, help="cap on GRPO optimizer steps")
-    s2.add_argument("--output", default=None, help="run folder (default checkpoints/<run>)")
-    s2.add_argument("--only", default=None, help=f"comma-separated steps: {', '.join(STAGE2_STEPS)}")
-    s2.add_argument("--redo", default=None, help="comma-separated steps to run again")
-    s2.add_argument("--print-config", action="store_true", help="print the resolved config as JSON and exit")
-    s2.add_argument("--list-recipes", action="store_true", help="list bundled stage-2 recipes and exit")
-    s2.add_argument("--no-bars", action="store_true", help="no progress bars (logs only)")
+    _add_common(s2, "stage2", "cap on GRPO optimizer steps", "run folder (default checkpoints/<run>)",
+                f"comma-separated steps: {', '.join(STAGE2_STEPS)}")
+
+
+def _add_common(p: argparse.ArgumentParser, stage: str, max_steps_help: str, output_help: str, only_help: str) -> None:
+    label = "stage-2 recipe" if stage == "stage2" else "recipe"
+    p.add_argument("--recipe", default="tiny-cpu", help=f"bundled {label} ({', '.join(list_recipes(stage))}) or a YAML path")
+    p.add_argument("--max-steps", type=int, default=None, help=max_steps_help)
+    p.add_argument("--output", default=None, help=output_help)
+    p.add_argument("--only", default=None, help=only_help)
+    p.add_argument("--redo", default=None, help="comma-separated steps to run again, with the steps after them")
+    p.add_argument("--print-config", action="store_true", help="print the resolved config as JSON and exit")
+    p.add_argument("--list-recipes", action="store_true", help=f"list bundled {label}s and exit")
+    p.add_argument("--no-bars", action="store_true", help="no progress bars (logs only)")
+    p.add_argument("--keep-freed-memory", choices=("yes", "no"), default=None,
+                   help=f"keep freed memory for reuse in the trainers (default yes; {KEEP_FREED_MEMORY_ENV}=0 says no)")
 
 
 def cli_overrides(args: argparse.Namespace) -> dict[str, Any]:
@@ -71,31 +74,6 @@ def cli_overrides(args: argparse.Namespace) -> dict[str, Any]:
     if args.output:
         overrides["output_dir"] = args.output
     return overrides
-
-
-def main_stage2(args: argparse.Namespace) -> int:
-    from mascot.train.stage2_config import list_stage2_recipes, load_stage2_recipe, recipe_rollout_backend
-
-    if args.list_recipes:
-        print("\n".join(list_stage2_recipes()))
-        return 0
-    if not args.print_config and recipe_rollout_backend(args.recipe, cli_overrides(args)) == "llamacpp":
-        from mascot.backends.llamacpp import import_llama_cpp
-
-        import_llama_cpp()  # before the recipe imports TRL and torch: llama.cpp keeps its own OpenMP policy
-    cfg = load_stage2_recipe(args.recipe, cli_overrides(args))
-    if args.print_config:
-        print(json.dumps(cfg.to_dict(), indent=2, default=str))
-        return 0
-    from mascot.train.stage2 import main as run_stage2
-
-    card = run_stage2(cfg, only=split_list(args.only), redo=split_list(args.redo), show_bars=not args.no_bars and sys.stderr.isatty())
-    print(f"[stage2] run card: {cfg.stage_dir / 'run_card.json'}; adapter: {cfg.out / 'director'}")
-    s = (card.get("grpo") or {}).get("summary") or {}
-    for key in ("reward", "rewards/group_reward/mean", "rewards/format_reward/mean"):
-        if key in s:
-            print(f"[stage2] {key}: {s[key]['first']:.3f} -> {s[key]['last']:.3f} (first/last 3 steps)")
-    return 0
 
 
 def parse_overrides(tokens: list[str]) -> dict[str, str]:
@@ -117,33 +95,56 @@ def parse_overrides(tokens: list[str]) -> dict[str, str]:
     return out
 
 
+def keep_freed_memory_flag(args: argparse.Namespace) -> bool:
+    """--keep-freed-memory, else the MASCOT_KEEP_FREED_MEMORY switch of this command's environment (default on)."""
+    if args.keep_freed_memory is not None:
+        return args.keep_freed_memory == "yes"
+    return parse_switch(os.environ.get(KEEP_FREED_MEMORY_ENV))
+
+
 def main(args: argparse.Namespace) -> int:
-    if args.stage == "stage2":
-        return main_stage2(args)
-    if args.stage != "stage1":  # argparse already limits the choice
+    if args.stage not in ("stage1", "stage2"):  # argparse already limits the choice
         raise ConfigError(f"Unknown training stage {args.stage!r}. Valid stages: stage1, stage2.")
     if args.list_recipes:
-        print("\n".join(list_recipes()))
+        print("\n".join(list_recipes(args.stage)))
         return 0
     only = split_list(args.only)
-    if not args.print_config and (not only or "generate" in only) \
-            and recipe_generation_backend(args.recipe, cli_overrides(args)) == "llamacpp":
-        from mascot.backends.llamacpp import import_llama_cpp
+    generates = args.stage == "stage2" or not only or "generate" in only
+    if not args.print_config and generates and recipe_backend(args.recipe, cli_overrides(args), args.stage) == "llamacpp":
+        from mascot.backends.llamacpp.backend import import_llama_cpp
 
-        import_llama_cpp()  # candidates on llama.cpp: loaded before the recipe imports TRL and torch
-    cfg = load_recipe(args.recipe, cli_overrides(args))
-    if args.extra_pairs:
+        import_llama_cpp()  # before the recipe imports TRL and torch: llama.cpp keeps its own OpenMP policy
+    cfg = load_recipe(args.recipe, cli_overrides(args), stage=args.stage)
+    if getattr(args, "extra_pairs", None):
         cfg.extra_pairs = [*cfg.extra_pairs, *args.extra_pairs]
     if args.print_config:
         print(json.dumps(cfg.to_dict(), indent=2, default=str))
         return 0
-    from mascot.train.stage1 import main as run_stage1
+    show_bars = not args.no_bars and sys.stderr.isatty()
+    keep = keep_freed_memory_flag(args)
+    if args.stage == "stage2":
+        return _run_stage2(cfg, only, split_list(args.redo), show_bars, keep)
+    if cfg.grpo_rollouts == "llamacpp":  # TRL warns on every step that rollout_func is experimental
+        os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+    from mascot.train.stage1.pipeline import main as run_stage1
 
-    card = run_stage1(cfg, only=only, redo=split_list(args.redo), show_bars=not args.no_bars and sys.stderr.isatty())
+    card = run_stage1(cfg, only=only, redo=split_list(args.redo), show_bars=show_bars, keep_freed_memory=keep)
     print(f"[stage1] run card: {cfg.out / 'run_card.json'}")
     rm = card.get("reward_model") or {}
     if rm.get("eval_accuracy") is not None:
         print(f"[stage1] reward model held-out pair accuracy: {rm['eval_accuracy']:.3f} ({rm.get('eval_pairs')} pairs)")
     if card.get("trainable_share_pct") is not None:
         print(f"[stage1] trainable parameters (speaker LoRA): {card['trainable_share_pct']:.4f} %")
+    return 0
+
+
+def _run_stage2(cfg: Any, only: list[str] | None, redo: list[str] | None, show_bars: bool, keep: bool) -> int:
+    from mascot.train.stage2.pipeline import main as run_stage2
+
+    card = run_stage2(cfg, only=only, redo=redo, show_bars=show_bars, keep_freed_memory=keep)
+    print(f"[stage2] run card: {cfg.stage_dir / 'run_card.json'}; adapter: {cfg.out / 'director'}")
+    s = (card.get("grpo") or {}).get("summary") or {}
+    for key in ("reward", "rewards/group_reward/mean", "rewards/format_reward/mean"):
+        if key in s:
+            print(f"[stage2] {key}: {s[key]['first']:.3f} -> {s[key]['last']:.3f} (first/last 3 steps)")
     return 0

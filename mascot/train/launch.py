@@ -20,14 +20,14 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from mascot.errors import ConfigError
-from mascot.train.configs import STEPS
-from mascot.train.recipes import list_recipes, load_recipe
 from mascot.train.progress import read_progress
-from mascot.train.stage2_config import STAGE2_STEPS, list_stage2_recipes, load_stage2_recipe
+from mascot.train.recipes import list_recipes, load_recipe
 from mascot.train.runcard import read_run_card
+from mascot.train.stage1.config import STEPS
+from mascot.train.stage2.config import STAGE2_STEPS
 
 # Metrics worth plotting per step, in display order (TRL / RewardTrainer log keys).
 PLOT_METRICS = ("reward", "rewards/format_reward/mean", "persona_rm/raw_mean", "judge/raw_mean",
@@ -41,16 +41,20 @@ class Stage:
     name: str
     title: str
     steps: tuple[str, ...]
-    list_recipes: Callable[[], list[str]]
-    load: Callable[[str, dict[str, Any]], Any]  # (recipe, overrides) -> config with `.out`
     subdir: str = ""  # where progress.jsonl and train.log live inside the run folder
+
+    def list_recipes(self) -> list[str]:
+        return list_recipes(self.name)
+
+    def load(self, recipe: str, overrides: dict[str, Any]) -> Any:
+        """The stage's config (with `.out`) for a recipe and overrides; raises ConfigError."""
+        return load_recipe(recipe, overrides, stage=self.name)
 
 
 STAGES: dict[str, Stage] = {
-    "stage1": Stage("stage1", "Stage 1: persona alignment (judge, pairs, reward model, GRPO speakers)", STEPS,
-                    list_recipes, load_recipe),
+    "stage1": Stage("stage1", "Stage 1: persona alignment (judge, pairs, reward model, GRPO speakers)", STEPS),
     "stage2": Stage("stage2", "Stage 2: the director (states, GRPO on simulated conversations)", STAGE2_STEPS,
-                    list_stage2_recipes, load_stage2_recipe, subdir="stage2"),
+                    subdir="stage2"),
 }
 
 

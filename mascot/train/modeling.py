@@ -6,7 +6,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from mascot.models import EMBEDDED_NAME, resolve_model
+from mascot.files.model_files import EMBEDDED_NAME, resolve_model
 from mascot.train.progress import atomic_path
 
 # Files a shipped adapter folder may hold; anything else (optimizer states, checkpoint-*) stays out.
@@ -41,7 +41,7 @@ def num_layers(model: Any) -> int | None:
 
 
 def _dtype(name: str) -> Any:
-    from mascot.backends.hf import pick_dtype
+    from mascot.backends.transformers_backend import pick_dtype
 
     return pick_dtype(name, "cpu")
 

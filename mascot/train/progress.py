@@ -162,7 +162,7 @@ def make_trainer_callback(log: ProgressLog, step: str, total: int | None = None)
     return _ProgressCallback()
 
 
-def skip_finished(progress: "ProgressLog", manifest: "Manifest", step: str, redo: bool, tag: str) -> bool:
+def skip_finished(progress: ProgressLog, manifest: Manifest, step: str, redo: bool, tag: str) -> bool:
     """True (and the skip recorded) when `step` finished in an earlier invocation and is not to be redone:
     the resume rule shared by both training stages."""
     if not manifest.done(step) or redo:
@@ -172,7 +172,7 @@ def skip_finished(progress: "ProgressLog", manifest: "Manifest", step: str, redo
     return True
 
 
-def run_timed_step(progress: "ProgressLog", step: str, func: Callable[[], dict[str, Any]], tag: str) -> dict[str, Any]:
+def run_timed_step(progress: ProgressLog, step: str, func: Callable[[], dict[str, Any]], tag: str) -> dict[str, Any]:
     """Run one pipeline step between 'started' and its metrics (with `seconds`); a failure is recorded as
     'failed' in progress.jsonl (so the Train tab shows it) and re-raised."""
     import logging

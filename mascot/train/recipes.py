@@ -1,24 +1,65 @@
-"""Recipes: YAML files (bundled in mascot/recipes/ or any path) plus `--field value` overrides -> Stage1Config.
+"""Recipes of both training stages: YAML files (bundled in mascot/recipes/ or any path) plus `--field value`
+overrides -> the stage's typed config (`Stage1Config`, `Stage2Config`).
 
 Values are coerced to each field's declared type (YAML 1.1 reads `1e-5` as a string; CLI values are
-strings); unknown recipes, fields and sections fail with the valid names.
+strings); unknown recipes, fields and sections fail with the valid names and the closest ones.
 
     cfg = load_recipe("tiny-cpu", {"max-contexts": "12", "grpo.learning_rate": "1e-4"})
+    director = load_recipe("tiny-cpu", {"max_states": "8"}, stage="stage2")
 """
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import typing
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from mascot.errors import ConfigError, unknown_name
-from mascot.train.configs import RECIPES_DIR, SECTIONS, _SECTION_FIELDS, Stage1Config, _check_section, stage1_fields
+from mascot.train.stage1.config import Stage1Config
+from mascot.train.stage2.config import Stage2Config
+from mascot.train.trl_configs import TRAINER_SECTIONS, check_section, trainer_fields
+
+RECIPES_DIR = Path(__file__).resolve().parents[1] / "recipes"
 
 
+@dataclass(frozen=True)
+class StageRecipes:
+    """Where a stage's recipes live and what they fill."""
+
+    config: type  # the typed config a recipe fills
+    folder: Path  # the bundled recipes
+    label: str  # how messages name one of its recipes
+    backend_field: str  # the config field naming the backend that generates (read before TRL loads)
+    backend_default: str
+
+    @property
+    def sections(self) -> tuple[str, ...]:
+        """The config's trainer sections (fields passed straight to TRL), in field order."""
+        return tuple(f.name for f in dataclasses.fields(self.config) if f.name in TRAINER_SECTIONS)
+
+    def fields(self) -> dict[str, Any]:
+        """The fields a recipe may set (all but `recipe`, which records where it came from)."""
+        return {f.name: f for f in dataclasses.fields(self.config) if f.name != "recipe"}
+
+
+STAGES = {
+    "stage1": StageRecipes(Stage1Config, RECIPES_DIR, "recipe", "backend", "transformers"),
+    "stage2": StageRecipes(Stage2Config, RECIPES_DIR / "stage2", "stage-2 recipe", "rollout_backend", "auto"),
+}
+
+
+def stage_recipes(stage: str) -> StageRecipes:
+    if stage not in STAGES:
+        raise unknown_name("training stage", stage, list(STAGES))
+    return STAGES[stage]
+
+
+# ------------------------------------------------------------------- coercion
 def _type_text(tp: Any) -> str:
     """`float`, `int | None`, `list[str] | None`, ... as text (dataclass types may be objects or strings)."""
     if isinstance(tp, str):
@@ -88,33 +129,39 @@ def coerce(value: Any, tp: Any, name: str) -> Any:
     return value
 
 
-def _coerce_top(name: str, value: Any) -> Any:
-    hints = typing.get_type_hints(Stage1Config)
-    return coerce(value, hints[name], name) if name not in SECTIONS else value
+def _coerce_section(section: str, values: Any, where: str) -> dict[str, Any]:
+    """A trainer section's fields, each checked against its TRL class and coerced to the field's type."""
+    if values is None:
+        return {}
+    if not isinstance(values, dict):
+        raise ConfigError(f"{where}: section {section!r} must be a mapping.")
+    valid = trainer_fields(section)
+    check_section(section, values, valid)
+    return {k: coerce(v, valid[k].type, f"{section}.{k}") for k, v in values.items()}
 
 
-def _coerce_section(section: str, key: str, value: Any) -> Any:
-    valid = _SECTION_FIELDS[section][1]()
-    if key not in valid:
-        _check_section(section, {key: value}, valid, ())
-    return coerce(value, valid[key].type, f"{section}.{key}")
+def _did_you_mean(name: str, valid: list[str], prefix: str = "") -> str:
+    close = difflib.get_close_matches(name, valid, n=3, cutoff=0.6)
+    return f" Did you mean {', '.join(prefix + c for c in close)}?" if close else ""
 
 
 # ------------------------------------------------------------------- recipes
-def list_recipes() -> list[str]:
-    """Names of the bundled recipes (mascot/recipes/*.yaml)."""
-    return sorted(p.stem for p in RECIPES_DIR.glob("*.yaml"))
+def list_recipes(stage: str = "stage1") -> list[str]:
+    """Names of a stage's bundled recipes (mascot/recipes/*.yaml, mascot/recipes/stage2/*.yaml)."""
+    return sorted(p.stem for p in stage_recipes(stage).folder.glob("*.yaml"))
 
 
-def recipe_path(name_or_path: str | Path) -> Path:
+def recipe_path(name_or_path: str | Path, stage: str = "stage1") -> Path:
+    """The YAML file of a bundled recipe name or a recipe path; raises ConfigError naming the bundled ones."""
+    st = stage_recipes(stage)
     p = Path(name_or_path)
     if p.suffix in (".yaml", ".yml"):
         if not p.exists():
-            raise ConfigError(f"Recipe file {p} does not exist. Bundled recipes: {', '.join(list_recipes())}.")
+            raise ConfigError(f"Recipe file {p} does not exist. Bundled {st.label}s: {', '.join(list_recipes(stage))}.")
         return p
-    bundled = RECIPES_DIR / f"{name_or_path}.yaml"
+    bundled = st.folder / f"{name_or_path}.yaml"
     if not bundled.exists():
-        raise unknown_name("recipe", str(name_or_path), list_recipes())
+        raise unknown_name(st.label, str(name_or_path), list_recipes(stage))
     return bundled
 
 
@@ -123,41 +170,40 @@ def normalise_key(key: str) -> str:
     return key.lstrip("-").replace("-", "_")
 
 
-def config_from_dict(data: dict[str, Any], overrides: dict[str, Any] | None = None, source: str = "<dict>") -> Stage1Config:
-    """Validate and coerce a recipe mapping plus `{field or section.field: value}` overrides."""
+def config_from_dict(data: Any, overrides: dict[str, Any] | None = None, source: str = "<dict>",
+                     stage: str = "stage1") -> Any:
+    """Validate and coerce a recipe mapping plus `{field or section.field: value}` overrides into the stage's config."""
+    st = stage_recipes(stage)
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: a recipe must be a YAML mapping of field: value.")
-    top = stage1_fields()
+    top = st.fields()
+    hints = typing.get_type_hints(st.config)
+    sections = st.sections
+    plain = sorted(k for k in top if k not in sections)
     values: dict[str, Any] = {}
     for key, value in data.items():
         if key not in top:
-            raise ConfigError(f"{source}: unknown recipe field {key!r}. Valid fields: {', '.join(sorted(top))}.")
-        if key in SECTIONS:
-            if value is None:
-                value = {}
-            if not isinstance(value, dict):
-                raise ConfigError(f"{source}: section {key!r} must be a mapping.")
-            values[key] = {k: _coerce_section(key, k, v) for k, v in value.items()}
-        else:
-            values[key] = _coerce_top(key, value)
+            raise ConfigError(f"{source}: unknown recipe field {key!r}. Valid fields: {', '.join(sorted(top))}."
+                              + _did_you_mean(key, list(top)))
+        values[key] = _coerce_section(key, value, source) if key in sections else coerce(value, hints[key], key)
     for raw_key, value in (overrides or {}).items():
         key = normalise_key(raw_key)
         if "." in key:
             section, sub = key.split(".", 1)
-            if section not in SECTIONS:
-                raise ConfigError(f"Unknown override '--{raw_key}': dotted overrides go to the sections {', '.join(SECTIONS)}.")
-            values.setdefault(section, {})
-            values[section] = {**values[section], sub: _coerce_section(section, sub, value)}
-        elif key in top and key not in SECTIONS:
-            values[key] = _coerce_top(key, value)
+            if section not in sections:
+                raise ConfigError(f"Unknown override '--{raw_key}': dotted overrides go to the sections {', '.join(sections)}.")
+            values[section] = {**values.get(section, {}), **_coerce_section(section, {sub: value}, f"--{raw_key}")}
+        elif key in sections and isinstance(value, dict):  # a section given whole updates the recipe's, key by key
+            values[key] = {**values.get(key, {}), **_coerce_section(key, value, f"--{raw_key}")}
+        elif key in top and key not in sections:
+            values[key] = coerce(value, hints[key], key)
         else:
-            close = difflib.get_close_matches(key, [k for k in top if k not in SECTIONS], n=3, cutoff=0.6)
-            hint = f" Did you mean {', '.join('--' + c for c in close)}?" if close else ""
+            trainer = ", ".join(f"--{s}.<field>" for s in sections)
             raise ConfigError(
-                f"Unknown option '--{raw_key}'.{hint} Valid recipe fields: {', '.join(sorted(k for k in top if k not in SECTIONS))}; "
-                f"TRL trainer fields go as --reward_model.<field>, --grpo.<field> or --sft.<field>."
+                f"Unknown option '--{raw_key}'.{_did_you_mean(key, plain, '--')} Valid recipe fields: {', '.join(plain)}; "
+                f"TRL trainer fields go as {trainer}."
             )
-    cfg = Stage1Config(**values)
+    cfg = st.config(**values)
     cfg.recipe = source
     return cfg
 
@@ -170,21 +216,19 @@ def read_recipe_yaml(path: Path) -> Any:
         raise ConfigError(f"{path}: not valid YAML ({exc}).") from exc
 
 
-def load_recipe(name_or_path: str | Path, overrides: dict[str, Any] | None = None) -> Stage1Config:
-    """Load a bundled recipe by name (`tiny-cpu`, `paper-gpu`) or any YAML path, then apply overrides."""
-    return config_from_dict(read_recipe_yaml(recipe_path(name_or_path)), overrides, source=str(name_or_path))
+def load_recipe(name_or_path: str | Path, overrides: dict[str, Any] | None = None, stage: str = "stage1") -> Any:
+    """Load a stage's bundled recipe by name (`tiny-cpu`, `paper-gpu`) or any YAML path, then apply overrides."""
+    path = recipe_path(name_or_path, stage)
+    return config_from_dict(read_recipe_yaml(path), overrides, source=str(name_or_path), stage=stage)
 
 
-def backend_of(data: Any, overrides: dict[str, Any] | None, key: str, default: str) -> str:
-    """The backend a recipe mapping plus overrides names in `key`, resolved (`auto` -> llamacpp or transformers),
-    read without building the config: validating the TRL sections imports TRL and torch, and the CLIs load
-    llama.cpp before those when it will generate (both training stages)."""
+def recipe_backend(name_or_path: str | Path, overrides: dict[str, Any] | None = None, stage: str = "stage1") -> str:
+    """The backend a stage's recipe generates with (Stage 1: candidates, `backend`; Stage 2: rollouts,
+    `rollout_backend`), resolved (`auto` -> llamacpp or transformers) without building the config: validating
+    the TRL sections imports TRL and torch, and the CLIs load llama.cpp before those when it will generate."""
     from mascot.backends import resolve_kind
 
+    st = stage_recipes(stage)
+    data = read_recipe_yaml(recipe_path(name_or_path, stage))
     merged = {**(data if isinstance(data, dict) else {}), **{normalise_key(k): v for k, v in (overrides or {}).items()}}
-    return resolve_kind(str(merged.get(key, default)), str(merged.get("model", "embedded")))
-
-
-def recipe_generation_backend(name_or_path: str | Path, overrides: dict[str, Any] | None = None) -> str:
-    """The Stage-1 recipe's candidate-generation backend (`backend_of` its `backend` field)."""
-    return backend_of(read_recipe_yaml(recipe_path(name_or_path)), overrides, "backend", "transformers")
+    return resolve_kind(str(merged.get(st.backend_field, st.backend_default)), str(merged.get("model", "embedded")))

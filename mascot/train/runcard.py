@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from mascot.checkpoints import reward_model_dir, speakers_dir
+from mascot.files.checkpoints import reward_model_dir, speakers_dir
 from mascot.train.progress import write_json
 
 
@@ -111,7 +111,7 @@ def render_markdown(card: dict[str, Any]) -> str:
         for name, m in card["grpo"].items():
             s = m.get("summary", {})
 
-            def fl(key: str) -> str:
+            def fl(key: str, s: dict[str, Any] = s) -> str:
                 v = s.get(key)
                 return f"{v['first']:.3f} → {v['last']:.3f}" if v else "—"
 

@@ -22,13 +22,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from mascot.chat import GroupChat
-from mascot.dialogue import Dialogue, Directive
-from mascot.director import YIELD, Decision, Director, DirectorState
+from mascot.group.chat import GroupChat
+from mascot.group.dialogue import Dialogue, Directive
+from mascot.group.director import YIELD, Decision, Director, DirectorState
+from mascot.group.personas import Persona
+from mascot.group.prompts import DIRECTOR_PREFILL
+from mascot.group.rollouts import Rollout, roll_forward
 from mascot.judges.group import GroupBlock, GroupJudge
-from mascot.personas import Persona
-from mascot.prompts import DIRECTOR_PREFILL
-from mascot.rollouts import Rollout, roll_forward
 from mascot.simusers import SeekerScript, SimulatedUser
 
 log = logging.getLogger(__name__)

@@ -13,13 +13,21 @@ from pathlib import Path
 from typing import Any
 
 from mascot.errors import ConfigError
-from mascot.personas import Persona
+from mascot.files.model_files import resolve_model
+from mascot.group.personas import Persona
 from mascot.rewards import RewardContext, get_reward_funcs
-from mascot.train.configs import Stage1Config, build_grpo_config, speaker_lora_config
-from mascot.train.grpo_rollout import make_rollout
-from mascot.models import resolve_model
-from mascot.train.modeling import base_display_name, load_tokenizer, num_layers, lora_state, parameter_counts, save_adapter
+from mascot.train.modeling import (
+    base_display_name,
+    load_tokenizer,
+    lora_state,
+    num_layers,
+    parameter_counts,
+    save_adapter,
+)
 from mascot.train.progress import ProgressLog, make_trainer_callback
+from mascot.train.stage1.config import Stage1Config
+from mascot.train.stage1.grpo_rollout import make_rollout
+from mascot.train.trl_configs import build_grpo_config, build_sft_config, lora_config
 
 CURVE_KEYS = ("reward", "reward_std", "rewards/persona_rm/mean", "rewards/format_reward/mean",
               "rewards/judge_reward/mean", "rewards/mood_reward/mean", "rewards/relevance_reward/mean",
@@ -43,7 +51,7 @@ def curve_summary(history: list[dict[str, Any]], window: int = 10) -> dict[str, 
 
 
 def curve_checks(summary: dict[str, Any]) -> dict[str, Any]:
-    """The issue-11 acceptance checks for one adapter's GRPO run, from `curve_summary(window=10)`:
+    """The acceptance checks (docs/training.md) for one adapter's GRPO run, from `curve_summary(window=10)`:
     mean total reward of the last window above the first, final clipped ratio <= 0.2, format reward
     not falling."""
     out: dict[str, Any] = {}
@@ -126,15 +134,13 @@ def warm_start(cfg: Stage1Config, name: str, rows: list[dict[str, Any]], model: 
     from datasets import Dataset
     from trl import SFTTrainer
 
-    from mascot.train.configs import build_sft_config
-
     t0 = time.time()
     args = build_sft_config(cfg, work_dir, model_is_path=isinstance(model, str))
     if cfg.max_steps is not None:
         args.max_steps = cfg.max_steps  # --max-steps caps every trainer, the warm start included
     data = Dataset.from_list([{"prompt": r["prompt"], "completion": r["completion"]} for r in rows])
     trainer = SFTTrainer(model=model, args=args, train_dataset=data, processing_class=tokenizer,
-                         peft_config=speaker_lora_config(cfg, num_layers(model)),
+                         peft_config=lora_config(cfg, num_layers(model)),
                          callbacks=[make_trainer_callback(log, f"sft:{name}")])
     log.event(f"sft:{name}", "started", 0, args.max_steps if args.max_steps and args.max_steps > 0 else None)
     trainer.train()
@@ -187,7 +193,7 @@ def train_speaker(cfg: Stage1Config, name: str, rows: list[dict[str, Any]], rewa
     args = build_grpo_config(cfg, work_dir, max_steps=cfg.max_steps, model_is_path=isinstance(model, str))
     step = f"grpo:{name}"
     # a warm-started PeftModel continues its adapter; otherwise GRPOTrainer wraps the base with a fresh LoRA
-    peft_config = None if sft_metrics is not None else speaker_lora_config(cfg, num_layers(model))
+    peft_config = None if sft_metrics is not None else lora_config(cfg, num_layers(model))
     rollout = make_rollout(cfg, tokenizer, args)  # None: TRL samples the completions itself
     trainer = GRPOTrainer(model=model, reward_funcs=reward_funcs, args=args, train_dataset=Dataset.from_list(rows),
                           processing_class=tokenizer, peft_config=peft_config,

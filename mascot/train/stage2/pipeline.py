@@ -5,7 +5,7 @@
   dialogue states at different positions (right after a user message, after one persona, ...).
 - `grpo`: TRL GRPOTrainer with LoRA on the director only. Prompts are the states rendered with the
   chat's director prompt plus the `{"speaker": "` prefill; completions are directives; rewards are the
-  group reward of the N-turn rollout and the format reward (`mascot.train.stage2_rewards`).
+  group reward of the N-turn rollout and the format reward (`mascot.train.stage2.rewards`).
 
 Outputs: `<run>/director/` (PEFT adapter the chat's `trained` mode loads), and under `<run>/stage2/`:
 `progress.jsonl` (the admin Train tab follows it), `manifest.json` (finished steps are skipped on the
@@ -23,11 +23,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mascot.checkpoints import director_adapter_dir
 from mascot.errors import ConfigError
-from mascot.personas import PersonaPack, load_pack
-from mascot.train.progress import Manifest, ProgressLog, read_jsonl, run_timed_step, skip_finished, write_json, write_jsonl
-from mascot.train.stage2_config import STAGE2_STEPS, Stage2Config, build_stage2_grpo_config, director_lora_config
+from mascot.files.checkpoints import director_adapter_dir
+from mascot.group.personas import PersonaPack, load_pack
+from mascot.train.progress import (
+    Manifest,
+    ProgressLog,
+    read_jsonl,
+    run_timed_step,
+    skip_finished,
+    write_json,
+    write_jsonl,
+)
+from mascot.train.stage2.config import STAGE2_STEPS, Stage2Config
+from mascot.train.trl_configs import build_grpo_config, build_sft_config, lora_config
 
 
 @dataclass
@@ -52,9 +61,9 @@ def frozen_chat(cfg: Stage2Config, pack: PersonaPack, mode: str, backend: Any = 
     """A GroupChat over the rollout backend with the frozen Stage-1 speaker adapters attached."""
     from mascot.backends import load_backend
     from mascot.backends.base import GenerationParams
-    from mascot.chat import GroupChat
-    from mascot.engine import Engine, EngineConfig
-    from mascot.speaker import adapter_name
+    from mascot.group.chat import OFFLINE, GroupChat
+    from mascot.group.engine import Engine, EngineConfig
+    from mascot.group.speaker import adapter_name
 
     run_dir = Path(cfg.checkpoints_dir) / cfg.speakers_run if cfg.speakers_run else cfg.out
     if backend is None:
@@ -70,7 +79,8 @@ def frozen_chat(cfg: Stage2Config, pack: PersonaPack, mode: str, backend: Any = 
     if temperature is not None:
         params = GenerationParams(max_new_tokens=cfg.rollout_max_new_tokens, temperature=temperature, top_p=0.9,
                                   repetition_penalty=1.1, stop=("\n\n", "\nUser:"))
-    return GroupChat(backend, pack.active, mode=mode, max_speakers=cfg.max_speakers, speaker_params=params)
+    return GroupChat(backend, pack.active, mode=mode, max_speakers=cfg.max_speakers, speaker_params=params,
+                     policy=OFFLINE, concern_opener=pack.concern_opener)
 
 
 def make_user(cfg: Stage2Config, backend: Any, roster: list) -> Any:
@@ -85,7 +95,7 @@ def make_user(cfg: Stage2Config, backend: Any, roster: list) -> Any:
 def cut_states(dialogue: Any, opening_turns: int, max_speakers: int) -> list[Any]:
     """Every point of a simulated conversation where the director decides: right after each user
     message and after each persona reply that leaves room for another (prefixes of the dialogue)."""
-    from mascot.dialogue import Dialogue
+    from mascot.group.dialogue import Dialogue
 
     out = []
     turns = dialogue.turns
@@ -104,7 +114,7 @@ def cut_states(dialogue: Any, opening_turns: int, max_speakers: int) -> list[Any
 
 
 def step_states(run: Stage2Run) -> dict[str, Any]:
-    from mascot.rollouts import Rollout, roll_forward
+    from mascot.group.rollouts import Rollout, roll_forward
     from mascot.simusers import load_scripts
 
     cfg = run.cfg
@@ -149,7 +159,7 @@ def step_states(run: Stage2Run) -> dict[str, Any]:
 
 def director_prompt_text(tokenizer: Any, roster: list, dialogue: Any, max_speakers: int, min_speakers: int = 1) -> str:
     """The exact text the chat's director sees: chat template of `director_messages` plus the prefill."""
-    from mascot.prompts import DIRECTOR_PREFILL, director_messages
+    from mascot.group.prompts import DIRECTOR_PREFILL, director_messages
 
     msgs = director_messages(roster, dialogue, max_speakers, min_speakers=min_speakers)
     return tokenizer.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True) + DIRECTOR_PREFILL
@@ -160,15 +170,22 @@ def step_grpo(run: Stage2Run) -> dict[str, Any]:
     from transformers.trainer_utils import get_last_checkpoint
     from trl import GRPOTrainer
 
-    from mascot.dialogue import Dialogue
-    from mascot.director import Director
+    from mascot.files.model_files import resolve_model
+    from mascot.group.dialogue import Dialogue
+    from mascot.group.director import Director
     from mascot.judges.group import load_group_judge
-    from mascot.models import resolve_model
     from mascot.simusers import load_scripts
-    from mascot.train.modeling import base_display_name, load_tokenizer, lora_state, num_layers, parameter_counts, save_adapter
+    from mascot.train.modeling import (
+        base_display_name,
+        load_tokenizer,
+        lora_state,
+        num_layers,
+        parameter_counts,
+        save_adapter,
+    )
     from mascot.train.progress import make_trainer_callback
-    from mascot.train.speakers import curve_summary
-    from mascot.train.stage2_rewards import STAGE2_REWARDS, RewardEnv
+    from mascot.train.stage1.speakers import curve_summary
+    from mascot.train.stage2.rewards import STAGE2_REWARDS, RewardEnv
 
     cfg = run.cfg
     states_file = run.work / "states.jsonl"
@@ -187,7 +204,7 @@ def step_grpo(run: Stage2Run) -> dict[str, Any]:
                     block_turns=cfg.block_turns, setting=run.pack.setting, repeat_penalty=cfg.repeat_penalty)
     funcs = [STAGE2_REWARDS[name](env) for name in cfg.rewards]
     out_dir = run.work / "grpo"
-    args = build_stage2_grpo_config(cfg, out_dir)
+    args = build_grpo_config(cfg, out_dir, max_steps=cfg.max_steps, model_is_path=True)
     model_path = resolve_model(cfg.model)
     last = get_last_checkpoint(str(out_dir)) if out_dir.is_dir() else None
     model: Any = model_path
@@ -200,7 +217,7 @@ def step_grpo(run: Stage2Run) -> dict[str, Any]:
         args.model_init_kwargs = None  # the model object already exists
     trainer = GRPOTrainer(model=model, reward_funcs=funcs, args=args, train_dataset=Dataset.from_list(rows),
                           processing_class=tokenizer,
-                          peft_config=None if warm is not None else director_lora_config(cfg, num_layers(model_path)),
+                          peft_config=None if warm is not None else lora_config(cfg, num_layers(model_path)),
                           callbacks=[make_trainer_callback(run.progress, "grpo:director")])
     counts = parameter_counts(trainer.model)
     before = lora_state(trainer.model)
@@ -235,8 +252,8 @@ def step_grpo(run: Stage2Run) -> dict[str, Any]:
 def warm_start_rows(cfg: Stage2Config, states: list[dict[str, Any]], prompts: list[str], roster: list) -> list[dict[str, str]]:
     """Format warm-start targets: a random allowed speaker (or `none` where yielding is allowed) with that
     persona's default action and tone, as the completion after the `{"speaker": "` prefill."""
-    from mascot.dialogue import Dialogue
-    from mascot.director import YIELD, Director, DirectorState
+    from mascot.group.dialogue import Dialogue
+    from mascot.group.director import YIELD, Director, DirectorState
 
     rules = Director(cfg.max_speakers, False, cfg.min_speakers)
     rng = random.Random(cfg.seed + 11)
@@ -255,21 +272,17 @@ def warm_start_rows(cfg: Stage2Config, states: list[dict[str, Any]], prompts: li
 def warm_start(cfg: Stage2Config, run: Stage2Run, rows: list[dict[str, str]], tokenizer: Any) -> tuple[Any, dict[str, Any]]:
     """LoRA SFT (completion-only loss) on the format targets; returns the PEFT model GRPO continues."""
     from datasets import Dataset
-    from trl import SFTConfig, SFTTrainer
+    from trl import SFTTrainer
 
-    from mascot.models import resolve_model
+    from mascot.files.model_files import resolve_model
     from mascot.train.modeling import num_layers
     from mascot.train.progress import make_trainer_callback
 
     t0 = time.time()
     path = resolve_model(cfg.model)
-    args = SFTConfig(output_dir=str(run.work / "warm_start"), report_to="none", seed=cfg.seed, save_strategy="no",
-                     logging_steps=1, learning_rate=cfg.warm_start_lr, num_train_epochs=cfg.warm_start_epochs,
-                     per_device_train_batch_size=4, lr_scheduler_type="constant", use_cpu=cfg.grpo.get("use_cpu", False),
-                     bf16=bool(cfg.grpo.get("bf16", False)), max_length=1024, model_init_kwargs={"dtype": cfg.train_dtype},
-                     dataloader_num_workers=0)
+    args = build_sft_config(cfg, run.work / "warm_start", model_is_path=True)
     trainer = SFTTrainer(model=path, args=args, train_dataset=Dataset.from_list(rows), processing_class=tokenizer,
-                         peft_config=director_lora_config(cfg, num_layers(path)),
+                         peft_config=lora_config(cfg, num_layers(path)),
                          callbacks=[make_trainer_callback(run.progress, "warm_start:director")])
     trainer.train()
     losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
@@ -331,20 +344,22 @@ def write_stage2_card(run: Stage2Run, seconds: float) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------- main
-def main(cfg: Stage2Config, only: list[str] | None = None, redo: list[str] | None = None, show_bars: bool = True) -> dict[str, Any]:
-    """Run (or resume) the Stage-2 pipeline; returns the run card."""
+def main(cfg: Stage2Config, only: list[str] | None = None, redo: list[str] | None = None, show_bars: bool = True,
+         keep_freed_memory: bool = True) -> dict[str, Any]:
+    """Run (or resume) the Stage-2 pipeline; returns the run card. `keep_freed_memory` is the allocator switch
+    (mascot/train/allocator.py) the entry point read."""
     for s in [*(only or []), *(redo or [])]:
         if s not in STAGE2_STEPS:
             raise ConfigError(f"Unknown stage-2 step {s!r}. Valid steps: {', '.join(STAGE2_STEPS)}.")
     from mascot.backends import resolve_kind
 
     if resolve_kind(cfg.rollout_backend, cfg.model) == "llamacpp":
-        from mascot.backends.llamacpp import import_llama_cpp
+        from mascot.backends.llamacpp.backend import import_llama_cpp
 
         import_llama_cpp()  # before torch: llama.cpp keeps its own OpenMP wait policy (see import_llama_cpp)
-    from mascot.train.allocator import keep_freed_memory
+    from mascot.train.allocator import keep_freed_memory as keep_freed
 
-    keep_freed_memory()  # every trainer step reuses its freed tensors instead of faulting them in again
+    keep_freed(keep_freed_memory)  # every trainer step reuses its freed tensors instead of faulting them in again
     if cfg.torch_threads:
         import torch
 
@@ -364,7 +379,7 @@ def main(cfg: Stage2Config, only: list[str] | None = None, redo: list[str] | Non
     for step in steps:
         if skip_finished(run.progress, run.manifest, step, step in redo_set, "stage2"):
             continue
-        metrics = run_timed_step(run.progress, step, lambda: STEP_FUNCS[step](run), "stage2")
+        metrics = run_timed_step(run.progress, step, lambda step=step: STEP_FUNCS[step](run), "stage2")
         run.manifest.mark(step, metrics=metrics)
         run.progress.event(step, "done", metrics={k: v for k, v in metrics.items() if k not in ("curve",)})
         print(f"[stage2] {step}: done in {metrics['seconds']} s")

@@ -13,10 +13,18 @@ from pathlib import Path
 from typing import Any
 
 from mascot.errors import ConfigError
-from mascot.train.configs import Stage1Config, build_reward_config, reward_lora_config
-from mascot.models import resolve_model
-from mascot.train.modeling import base_display_name, load_tokenizer, num_layers, lora_state, parameter_counts, save_adapter
+from mascot.files.model_files import resolve_model
+from mascot.train.modeling import (
+    base_display_name,
+    load_tokenizer,
+    lora_state,
+    num_layers,
+    parameter_counts,
+    save_adapter,
+)
 from mascot.train.progress import ProgressLog, make_trainer_callback
+from mascot.train.stage1.config import Stage1Config
+from mascot.train.trl_configs import build_reward_config, reward_lora_config
 
 
 def pair_accuracy(rm: Any, pairs: list[dict[str, Any]]) -> float | None:

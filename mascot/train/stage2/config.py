@@ -1,28 +1,26 @@
-"""Stage-2 (director) configuration: the typed `Stage2Config`, its recipes and the TRL/PEFT builders.
+"""Stage-2 (director) configuration: the typed `Stage2Config`, every knob of the director pipeline.
 
-Recipes live in `mascot/recipes/stage2/<name>.yaml` (or any YAML path). Top-level fields are the pipeline's;
-the `grpo:` section takes any `trl.GRPOConfig` field. `--field value` and `--grpo.<field> value` override.
+Recipes live in `mascot/recipes/stage2/<name>.yaml` (or any YAML path) and load with
+`mascot.train.recipes.load_recipe(name, overrides, stage="stage2")`. Top-level fields are the pipeline's; the
+`grpo:` section takes any `trl.GRPOConfig` field. The TRL and PEFT objects are built from this config when a
+trainer runs (`mascot.train.trl_configs`).
 
-    cfg = load_stage2_recipe("tiny-cpu", {"max_states": "8"})
+    cfg = load_recipe("tiny-cpu", {"max_states": "8"}, stage="stage2")
 """
 
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import hashlib
 import json
-import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-
 from mascot.errors import ConfigError, unknown_name
+from mascot.train.trl_configs import check_section
 
-STAGE2_RECIPES_DIR = Path(__file__).resolve().parent.parent / "recipes" / "stage2"
 STAGE2_STEPS = ("states", "grpo")
-_MANAGED = ("output_dir", "reward_weights")
 
 
 @dataclass
@@ -91,7 +89,7 @@ class Stage2Config:
     recipe: str = field(default="", metadata={"help": "Where the recipe came from (set automatically)."})
 
     def __post_init__(self) -> None:
-        from mascot.director import DIRECTOR_MODES
+        from mascot.group.director import DIRECTOR_MODES
         from mascot.simusers import SIMUSERS
 
         if self.block_turns < 1:
@@ -108,7 +106,7 @@ class Stage2Config:
                 raise ConfigError(f"{name}={getattr(self, name)!r}: use one of trained, prompted, round-robin, random.")
         if not 1 <= self.min_speakers <= self.max_speakers:
             raise ConfigError(f"min_speakers={self.min_speakers} must be between 1 and max_speakers={self.max_speakers}.")
-        check_grpo_section(self.grpo)
+        check_section("grpo", self.grpo)
 
     @property
     def out(self) -> Path:
@@ -119,6 +117,20 @@ class Stage2Config:
         """Stage-2 logs, run card and work files (kept apart from Stage 1's files in the same run)."""
         return self.out / "stage2"
 
+    def grpo_defaults(self) -> dict[str, Any]:
+        """GRPOConfig fields the recipe's `grpo:` section may change; checkpoints every 5 steps make a run resumable."""
+        return {"num_generations": 4, "max_completion_length": 40, "save_strategy": "steps", "save_steps": 5,
+                "save_total_limit": 1}
+
+    @property
+    def sft(self) -> dict[str, Any]:
+        """The format warm start's `trl.SFTConfig` fields, from the `warm_start_*` fields and the `grpo:` section's
+        device settings (a Stage-2 recipe has no `sft:` section)."""
+        return {"learning_rate": self.warm_start_lr, "num_train_epochs": self.warm_start_epochs,
+                "per_device_train_batch_size": 4, "lr_scheduler_type": "constant",
+                "use_cpu": self.grpo.get("use_cpu", False), "bf16": bool(self.grpo.get("bf16", False)),
+                "max_length": 1024, "dataloader_num_workers": 0}
+
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
@@ -126,117 +138,8 @@ class Stage2Config:
         return hashlib.sha256(json.dumps(self.to_dict(), sort_keys=True, default=str).encode()).hexdigest()[:12]
 
 
-def _grpo_fields() -> dict[str, Any]:
-    from trl import GRPOConfig
-
-    return {f.name: f for f in dataclasses.fields(GRPOConfig) if f.init}
-
-
-def check_grpo_section(values: dict[str, Any]) -> None:
-    if not isinstance(values, dict):
-        raise ConfigError("Recipe section 'grpo' must be a mapping of field: value.")
-    valid = _grpo_fields()
-    for key in values:
-        if key in _MANAGED:
-            raise ConfigError(f"'grpo.{key}' is set by the pipeline; use the top-level output_dir / reward_weights.")
-        if key not in valid:
-            close = difflib.get_close_matches(key, list(valid), n=5, cutoff=0.6)
-            raise ConfigError(f"Unknown field 'grpo.{key}'. It must be a field of trl.GRPOConfig"
-                              + (f"; similar fields: {', '.join(close)}" if close else "") + ".")
-
-
-def list_stage2_recipes() -> list[str]:
-    return sorted(p.stem for p in STAGE2_RECIPES_DIR.glob("*.yaml"))
-
-
-def _read_stage2_yaml(name_or_path: str | Path) -> tuple[Path, dict[str, Any]]:
-    p = Path(name_or_path)
-    if p.suffix not in (".yaml", ".yml"):
-        p = STAGE2_RECIPES_DIR / f"{name_or_path}.yaml"
-        if not p.exists():
-            raise unknown_name("stage-2 recipe", str(name_or_path), list_stage2_recipes())
-    elif not p.exists():
-        raise ConfigError(f"Recipe file {p} does not exist. Bundled stage-2 recipes: {', '.join(list_stage2_recipes())}.")
-    from mascot.train.recipes import read_recipe_yaml
-
-    return p, read_recipe_yaml(p)
-
-
-def recipe_rollout_backend(name_or_path: str | Path, overrides: dict[str, Any] | None = None) -> str:
-    """The Stage-2 recipe's rollout backend (`recipes.backend_of` its `rollout_backend` field)."""
-    from mascot.train.recipes import backend_of
-
-    return backend_of(_read_stage2_yaml(name_or_path)[1], overrides, "rollout_backend", "auto")
-
-
 def load_stage2_recipe(name_or_path: str | Path, overrides: dict[str, Any] | None = None) -> Stage2Config:
-    """A bundled Stage-2 recipe by name or any YAML path, plus `{field or grpo.field: value}` overrides."""
-    from mascot.train.recipes import coerce, normalise_key
+    """`mascot.train.recipes.load_recipe` for a Stage-2 recipe (the name mascot.evaluation.director_compare imports)."""
+    from mascot.train.recipes import load_recipe
 
-    p, data = _read_stage2_yaml(name_or_path)
-    hints = typing.get_type_hints(Stage2Config)
-    top = {f.name for f in dataclasses.fields(Stage2Config) if f.name != "recipe"}
-    grpo_fields = _grpo_fields()
-    values: dict[str, Any] = {}
-
-    def put(key: str, value: Any, where: str) -> None:
-        if "." in key:
-            section, sub = key.split(".", 1)
-            if section != "grpo":
-                raise ConfigError(f"{where}: dotted options go to the grpo section (--grpo.<field>), got {key!r}.")
-            check_grpo_section({sub: value})
-            values.setdefault("grpo", {})[sub] = coerce(value, grpo_fields[sub].type, key)
-        elif key == "grpo":
-            if not isinstance(value, dict):
-                raise ConfigError(f"{where}: section 'grpo' must be a mapping.")
-            for k, v in value.items():
-                put(f"grpo.{k}", v, where)
-        elif key in top:
-            values[key] = coerce(value, hints[key], key)
-        else:
-            close = difflib.get_close_matches(key, sorted(top), n=3, cutoff=0.6)
-            raise ConfigError(f"{where}: unknown field {key!r}." + (f" Did you mean {', '.join(close)}?" if close else "")
-                              + f" Valid fields: {', '.join(sorted(top))}.")
-
-    if not isinstance(data, dict):
-        raise ConfigError(f"{p}: a recipe must be a YAML mapping.")
-    for k, v in data.items():
-        put(k, v, str(p))
-    for k, v in (overrides or {}).items():
-        put(normalise_key(k), v, "override")
-    cfg = Stage2Config(**values)
-    cfg.recipe = str(name_or_path)
-    return cfg
-
-
-def build_stage2_grpo_config(cfg: Stage2Config, output_dir: str | Path, validate_only: bool = False) -> Any:
-    """The trl.GRPOConfig of the director run (recipe section + pipeline-managed fields)."""
-    from trl import GRPOConfig
-
-    kw: dict[str, Any] = {"report_to": "none", "seed": cfg.seed, "logging_steps": 1, "num_generations": 4,
-                          "max_completion_length": 40, "save_strategy": "steps", "save_steps": 5, "save_total_limit": 1}
-    kw.update(cfg.grpo)
-    kw["model_init_kwargs"] = {"dtype": cfg.train_dtype, **(kw.get("model_init_kwargs") or {})}
-    kw["reward_weights"] = list(cfg.reward_weights)
-    if cfg.max_steps is not None:
-        kw["max_steps"] = cfg.max_steps
-    if validate_only:
-        import torch
-
-        if not torch.cuda.is_available():
-            kw["use_cpu"] = True
-            kw.pop("use_vllm", None)
-            kw.pop("vllm_mode", None)
-            kw.pop("bf16", None)
-    return GRPOConfig(output_dir=str(output_dir), **kw)
-
-
-def director_lora_config(cfg: Stage2Config, num_layers: int | None = None) -> Any:
-    from peft import LoraConfig
-
-    layers = {}
-    if cfg.lora_layers and num_layers:
-        n = min(cfg.lora_layers, num_layers)
-        layers = {"layers_to_transform": list(range(num_layers - n, num_layers))}
-    return LoraConfig(r=cfg.lora_r, lora_alpha=cfg.lora_alpha, lora_dropout=cfg.lora_dropout,
-                      target_modules=list(cfg.lora_target_modules), bias="none", task_type="CAUSAL_LM", **layers)
+    return load_recipe(name_or_path, overrides, stage="stage2")

@@ -1,13 +1,14 @@
-"""Summarise one Stage-1 run against issue 11's targets: reward model, GRPO curve checks, evaluation ablation.
+"""Summarise one Stage-1 run against the Stage-1 targets (docs/training.md): reward model, GRPO curve checks,
+evaluation ablation.
 
 Reads the run folder's `run_card.json` and `manifest.json` and one `python -m mascot eval` output folder per test set
 (`results.json`, written with `--systems zero-shot,few-shot,sft,mascot`), and prints each target with its measured
 figure and whether it is met; `--json` writes the same as a results file for `benchmarks/results/`.
 
-    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/stage1_round_summary.py --run checkpoints/tiny-cpu-r25 \
-        --eval bundled-test=runs/r25/bundled-test --eval fresh=runs/r25/fresh --json out.json
+    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/stage1_run_summary.py --run checkpoints/tiny-cpu \
+        --eval bundled-test=runs/tiny-cpu/bundled-test --eval fresh=runs/tiny-cpu/fresh --json out.json
 
-The targets (issue 11): reward-model held-out pair accuracy >= 0.70 on >= 100 pairs; per persona the mean total
+The targets: reward-model held-out pair accuracy >= 0.70 on >= 100 pairs; per persona the mean total
 reward of the last 10 GRPO steps above the first 10, the final clipped ratio <= 0.2 and the format reward not
 falling; on every set MASCOT above Zero-Shot and Few-Shot on Overall, Consistency above Zero-Shot, Relevance at
 most 3 points below Zero-Shot, and GRPO adding Consistency over its SFT warm start (paired Wilcoxon over scenarios,
@@ -61,7 +62,7 @@ def grpo_summary(card: dict[str, Any]) -> dict[str, Any]:
     for name, g in card["grpo"].items():
         s = g.get("summary", {})
 
-        def window(key: str) -> dict[str, Any]:
+        def window(key: str, s: dict[str, Any] = s) -> dict[str, Any]:
             w = s.get(key) or {}
             return {k: w.get(k) for k in ("first", "last", "final")}
 

@@ -1,10 +1,10 @@
-"""Stage-1 configuration: the typed `Stage1Config` and the TRL/PEFT config builders.
+"""Stage-1 configuration: the typed `Stage1Config`, every knob of the persona-alignment pipeline.
 
-A recipe (loaded by `mascot.train.recipes.load_recipe`, which imports this module; never the other way) has top-level pipeline fields (data, model,
-generation, judge, pairs, LoRA, rewards) and three sections passed straight to TRL: `reward_model:` (any
-`trl.RewardConfig` field), `grpo:` (any `trl.GRPOConfig` field) and `sft:` (any `trl.SFTConfig` field,
-for the optional warm start). Unknown fields fail loudly with the list of valid names. The TRL config
-objects are built only when a training step runs (`build_reward_config`, `build_grpo_config`, ...).
+A recipe (loaded by `mascot.train.recipes.load_recipe`, which imports this module; never the other way) has
+top-level pipeline fields (data, model, generation, judge, pairs, LoRA, rewards) and three sections passed
+straight to TRL: `reward_model:` (any `trl.RewardConfig` field), `grpo:` (any `trl.GRPOConfig` field) and
+`sft:` (any `trl.SFTConfig` field, for the optional warm start). The TRL and PEFT objects are built from this
+config when a trainer runs (`mascot.train.trl_configs`).
 
     cfg = load_recipe("tiny-cpu", overrides={"max_contexts": "12", "grpo.learning_rate": "1e-4"})
 """
@@ -12,7 +12,6 @@ objects are built only when a training step runs (`build_reward_config`, `build_
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import hashlib
 import json
 import os
@@ -21,23 +20,18 @@ from pathlib import Path
 from typing import Any
 
 from mascot.errors import ConfigError, unknown_name
+from mascot.train.trl_configs import check_section
 
-RECIPES_DIR = Path(__file__).resolve().parent.parent / "recipes"
 STEPS = ("generate", "judge", "pairs", "reward_model", "grpo")
 ADAPTER_MODES = ("per-persona", "shared")
 RM_KINDS = ("llm", "embedding")
-ROLLOUT_KINDS = ("trainer", "llamacpp")  # grpo_rollouts (mascot/train/grpo_rollout.py)
+ROLLOUT_KINDS = ("trainer", "llamacpp")  # grpo_rollouts (mascot/train/stage1/grpo_rollout.py)
 RM_REWARD_NORMS = ("group", "global")
 CONTEXT_MODES = ("round", "opening")
-SECTIONS = ("reward_model", "grpo", "sft")
-# GRPOConfig fields the pipeline sets itself from top-level fields; setting them in `grpo:` is an error.
-_MANAGED_GRPO = ("output_dir", "reward_weights")
 # what `persona_overrides` may set for one persona's warm start and GRPO run
 PERSONA_FIELDS = ("rewards", "reward_weights", "sft_rank_weights", "sft_max_words", "sft_criterion", "grpo")
 # override fields that hold a trainer section: a persona's entry updates the recipe's section, key by key
 _MERGED_PERSONA_FIELDS = ("grpo",)
-_MANAGED_RM = ("output_dir",)
-_MANAGED_SFT = ("output_dir",)
 
 
 @dataclass
@@ -188,7 +182,7 @@ class Stage1Config:
         default="trainer",
         metadata={"help": "Who samples GRPO's completions: trainer (TRL: transformers.generate, or vLLM with "
                   "grpo.use_vllm) or llamacpp (the policy's LoRA loaded into llama.cpp every step; about 4x faster "
-                  "sampling on CPU, mascot/train/grpo_rollout.py)."},
+                  "sampling on CPU, mascot/train/stage1/grpo_rollout.py)."},
     )
     grpo_workers: int = field(
         default=1,
@@ -299,12 +293,11 @@ class Stage1Config:
             raise ConfigError(f"overlong_buffer={self.overlong_buffer} must be >= 1 token.")
         if self.format_min_words > self.format_max_words:
             raise ConfigError("format_min_words must not exceed format_max_words.")
-        _check_section("reward_model", self.reward_model, _reward_config_fields(), _MANAGED_RM)
-        _check_section("grpo", self.grpo, _grpo_config_fields(), _MANAGED_GRPO)
-        _check_section("sft", self.sft, _sft_config_fields(), _MANAGED_SFT)
+        for section in ("reward_model", "grpo", "sft"):
+            check_section(section, getattr(self, section))
 
     # -------------------------------------------------------------- derived
-    def for_persona(self, key: str | None) -> "Stage1Config":
+    def for_persona(self, key: str | None) -> Stage1Config:
         """This config as persona `key`'s adapter job sees it: its `persona_overrides` entry applied."""
         fields = self.persona_overrides.get(key or "")
         if not fields:
@@ -325,6 +318,10 @@ class Stage1Config:
     def out(self) -> Path:
         return Path(self.output_dir) if self.output_dir else Path(self.checkpoints_dir) / self.run
 
+    def grpo_defaults(self) -> dict[str, Any]:
+        """GRPOConfig fields the recipe's `grpo:` section may change: K completions of the candidates' length."""
+        return {"num_generations": self.k, "max_completion_length": self.max_new_tokens}
+
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
@@ -333,139 +330,6 @@ class Stage1Config:
         return hashlib.sha256(json.dumps(self.to_dict(), sort_keys=True, default=str).encode()).hexdigest()[:12]
 
 
-# ------------------------------------------------------------------- field tables
-def _config_fields(cls: type) -> dict[str, Any]:
-    return {f.name: f for f in dataclasses.fields(cls) if f.init}
-
-
-def _reward_config_fields() -> dict[str, Any]:
-    from trl import RewardConfig
-
-    return _config_fields(RewardConfig)
-
-
-def _grpo_config_fields() -> dict[str, Any]:
-    from trl import GRPOConfig
-
-    return _config_fields(GRPOConfig)
-
-
-def grpo_completion_budget(cfg: Stage1Config) -> int:
-    """GRPO's token budget per completion, as `build_grpo_config` sets it: `grpo.max_completion_length`, else the
-    candidates' `max_new_tokens`."""
-    return int(cfg.grpo.get("max_completion_length") or cfg.max_new_tokens)
-
-
-def _sft_config_fields() -> dict[str, Any]:
-    from trl import SFTConfig
-
-    return _config_fields(SFTConfig)
-
-
-_SECTION_FIELDS = {"reward_model": ("RewardConfig", _reward_config_fields), "grpo": ("GRPOConfig", _grpo_config_fields),
-                   "sft": ("SFTConfig", _sft_config_fields)}
-
-
-def stage1_fields() -> dict[str, Any]:
-    return {f.name: f for f in dataclasses.fields(Stage1Config) if f.name != "recipe"}
-
-
-def _check_section(name: str, values: dict[str, Any], valid: dict[str, Any], managed: tuple[str, ...]) -> None:
-    if not isinstance(values, dict):
-        raise ConfigError(f"Recipe section '{name}' must be a mapping of field: value.")
-    for key in values:
-        if key in managed:
-            raise ConfigError(f"'{name}.{key}' is set by the pipeline itself; remove it from the recipe "
-                              f"(use the top-level fields output_dir / reward_weights instead).")
-        if key not in valid:
-            close = difflib.get_close_matches(key, list(valid), n=5, cutoff=0.6)
-            raise ConfigError(
-                f"Unknown field '{name}.{key}'. It must be a field of trl.{_SECTION_FIELDS[name][0]}"
-                + (f"; similar fields: {', '.join(close)}" if close else "") + "."
-            )
-
-
-# ------------------------------------------------------------------- TRL / PEFT builders
-def _device_safe(kwargs: dict[str, Any], validate_only: bool) -> dict[str, Any]:
-    """On a machine without a GPU, a GPU recipe (bf16) can still be *validated* by building it for CPU."""
-    if validate_only:
-        import torch
-
-        if not torch.cuda.is_available():
-            kwargs = {**kwargs, "use_cpu": True}
-    return kwargs
-
-
-def _model_init(kw: dict[str, Any], cfg: Stage1Config, model_is_path: bool) -> None:
-    if model_is_path:  # TRL loads the model from a path with these kwargs; default to the recipe's dtype
-        kw["model_init_kwargs"] = {"dtype": cfg.train_dtype, **(kw.get("model_init_kwargs") or {})}
-
-
-def build_reward_config(cfg: Stage1Config, output_dir: str | Path, *, max_steps: int | None = None,
-                        validate_only: bool = False, model_is_path: bool = False) -> Any:
-    """The `trl.RewardConfig` for step 4 (recipe section + pipeline-managed fields)."""
-    from trl import RewardConfig
-
-    kw: dict[str, Any] = {"report_to": "none", "seed": cfg.seed, "save_strategy": "no", "logging_steps": 5}
-    kw.update(cfg.reward_model)
-    _model_init(kw, cfg, model_is_path)
-    if max_steps is not None:
-        kw["max_steps"] = max_steps
-    return RewardConfig(output_dir=str(output_dir), **_device_safe(kw, validate_only))
-
-
-def build_grpo_config(cfg: Stage1Config, output_dir: str | Path, *, max_steps: int | None = None,
-                      validate_only: bool = False, model_is_path: bool = False) -> Any:
-    """The `trl.GRPOConfig` for step 5; reward weights come from the top-level `reward_weights`."""
-    from trl import GRPOConfig
-
-    kw: dict[str, Any] = {"report_to": "none", "seed": cfg.seed, "save_strategy": "no", "logging_steps": 1,
-                          "num_generations": cfg.k, "max_completion_length": cfg.max_new_tokens}
-    kw.update(cfg.grpo)
-    _model_init(kw, cfg, model_is_path)
-    kw["reward_weights"] = list(cfg.reward_weights)
-    if max_steps is not None:
-        kw["max_steps"] = max_steps
-    return GRPOConfig(output_dir=str(output_dir), **_device_safe(kw, validate_only))
-
-
-def _layers(cfg: Stage1Config, num_layers: int | None) -> dict[str, Any]:
-    if not cfg.lora_layers:
-        return {}
-    if num_layers is None:
-        raise ConfigError("lora_layers needs the model's number of layers (pass num_layers).")
-    n = min(cfg.lora_layers, num_layers)
-    return {"layers_to_transform": list(range(num_layers - n, num_layers))}
-
-
-def build_sft_config(cfg: Stage1Config, output_dir: str | Path, *, validate_only: bool = False,
-                     model_is_path: bool = False) -> Any:
-    """The `trl.SFTConfig` of the optional warm start (completion-only loss on the persona's best candidates)."""
-    from trl import SFTConfig
-
-    kw: dict[str, Any] = {"report_to": "none", "seed": cfg.seed, "save_strategy": "no", "logging_steps": 1}
-    kw.update(cfg.sft)
-    _model_init(kw, cfg, model_is_path)
-    return SFTConfig(output_dir=str(output_dir), **_device_safe(kw, validate_only))
-
-
-def speaker_lora_config(cfg: Stage1Config, num_layers: int | None = None) -> Any:
-    from peft import LoraConfig
-
-    return LoraConfig(r=cfg.lora_r, lora_alpha=cfg.lora_alpha, lora_dropout=cfg.lora_dropout,
-                      target_modules=list(cfg.lora_target_modules), bias="none", task_type="CAUSAL_LM",
-                      **_layers(cfg, num_layers))
-
-
-def reward_lora_config(cfg: Stage1Config, num_layers: int | None = None) -> Any:
-    from peft import LoraConfig
-
-    # modules_to_save=["score"]: the fresh scalar head must be trained and saved with the adapter.
-    return LoraConfig(r=cfg.rm_lora_r or cfg.lora_r, lora_alpha=cfg.rm_lora_alpha or cfg.lora_alpha,
-                      lora_dropout=cfg.lora_dropout, target_modules=list(cfg.lora_target_modules), bias="none",
-                      task_type="SEQ_CLS", modules_to_save=["score"], **_layers(cfg, num_layers))
-
-
 def world_size() -> int:
+    """Processes in this training run: torch/accelerate launchers tell each process through WORLD_SIZE."""
     return int(os.environ.get("WORLD_SIZE", "1"))
-

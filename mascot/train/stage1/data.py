@@ -1,5 +1,6 @@
 """Stage-1 data: training contexts, K candidates per (context, persona), judging, and the datasets
-handed to TRL. Prompts are built with `mascot.prompts.speaker_messages`, the exact prompt the chat uses.
+handed to TRL. Prompts are built with `mascot.group.prompts.speaker_messages`, the exact prompt the chat uses,
+and each candidate is cleaned with `mascot.group.cleaning.finalize_reply`, as the chat cleans a draw.
 
 A *group* is one (context, persona) with its K candidates; `candidates.jsonl` holds one group per line:
 `{group_id, scenario_id, split, persona, context (Dialogue dict), directive, candidates, raw}`.
@@ -14,12 +15,12 @@ from dataclasses import asdict
 from typing import Any
 
 from mascot.backends.base import Backend, GenerationParams
-from mascot.dialogue import Dialogue, Directive, Turn
 from mascot.errors import ConfigError
-from mascot.personas import Persona
-from mascot.prompts import speaker_messages
+from mascot.group.cleaning import finalize_reply, trim_to_sentence
+from mascot.group.dialogue import Dialogue, Directive, Turn
+from mascot.group.personas import Persona
+from mascot.group.prompts import speaker_messages
 from mascot.rewards.persona_rm import rm_prompt
-from mascot.speaker import clean_reply, trim_to_sentence
 
 STOP = ("\n\n", "\nUser:")  # the chat speaker's stop strings
 
@@ -104,7 +105,7 @@ def generate_candidates(
                     "persona": persona.name,
                     "context": d.to_dict(),
                     "directive": asdict(directive),
-                    "candidates": [clean_reply(t, persona, list(roster)) for t in raw],
+                    "candidates": [finalize_reply(t, persona, list(roster)) for t in raw],  # as the chat shows a draw
                     "raw": raw,
                 }
                 out[group["group_id"]] = group

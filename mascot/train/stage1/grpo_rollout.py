@@ -3,7 +3,7 @@
 TRL's own generation runs the policy through `transformers.generate`, which on a CPU spends most of each decode
 step in Python: on 2 cores it took 40 % of a GRPO step (py-spy). llama.cpp samples the same completions about four
 times faster (`benchmarks/grpo_step.py --rollouts llamacpp`). So at every optimizer step the adapter being
-trained is written as a PEFT folder, converted to a GGUF LoRA (`mascot.backends.llamacpp_lora`, the converter
+trained is written as a PEFT folder, converted to a GGUF LoRA (`mascot.backends.llamacpp.lora`, the converter
 the chat uses), loaded against the base model's full-precision weights (`f32`: the same numbers the trainer
 computes with, so the completions come from the policy being trained, not from a quantised copy) and the previous
 step's adapter is dropped. TRL then scores the sampled tokens with the policy itself, as it does for its own
@@ -14,7 +14,6 @@ token budget). The prompts are the GGUF chat template's tokens, which are the to
 from __future__ import annotations
 
 import logging
-import os
 import shutil
 import tempfile
 from pathlib import Path
@@ -22,7 +21,7 @@ from typing import Any
 
 from mascot.backends.base import GenerationParams
 from mascot.errors import ConfigError
-from mascot.train.configs import Stage1Config
+from mascot.train.stage1.config import Stage1Config
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +35,7 @@ class LlamaCppRollout:
     def __init__(self, model: str, tokenizer: Any, *, max_new_tokens: int, temperature: float, top_p: float,
                  top_k: int, repetition_penalty: float, seed: int, threads: int = 1, weights: str = "f32",
                  eos_token_ids: list[int] | None = None) -> None:
-        from mascot.backends.llamacpp import LlamaCppBackend
+        from mascot.backends.llamacpp.backend import LlamaCppBackend
 
         self.backend = LlamaCppBackend(model=model, n_seq=1, threads=threads, weights=weights, decode_weights="same")
         self.params = GenerationParams(max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
@@ -53,7 +52,7 @@ class LlamaCppRollout:
     # ------------------------------------------------------------------ weights
     def sync(self, policy: Any, step: int) -> None:
         """Load the policy's current LoRA into llama.cpp as adapter `policy-<step>` and drop the previous one."""
-        from mascot.backends.llamacpp_lora import convert_lora
+        from mascot.backends.llamacpp.lora import convert_lora
 
         folder = Path(self._tmp.name) / f"step-{step}"
         policy.save_pretrained(str(folder), safe_serialization=True)
@@ -121,7 +120,6 @@ def make_rollout(cfg: Stage1Config, tokenizer: Any, args: Any) -> LlamaCppRollou
     if getattr(args, "generation_kwargs", None):
         raise ConfigError(f"grpo_rollouts: llamacpp follows GRPOConfig's sampling fields only; grpo.generation_kwargs "
                           f"({args.generation_kwargs}) would be ignored. Drop them or use grpo_rollouts: trainer.")
-    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # TRL marks rollout_func experimental on every run
     return LlamaCppRollout(cfg.model, tokenizer, max_new_tokens=args.max_completion_length,
                            temperature=args.temperature, top_p=args.top_p, top_k=args.top_k or 0,
                            repetition_penalty=args.repetition_penalty, seed=args.seed,
