@@ -1,11 +1,11 @@
-"""How often each system's personas celebrate, and how often they celebrate a negative scenario (issue 11).
+"""How often each system's personas celebrate, and how often they celebrate a negative scenario.
 
 Reads the replies an evaluation wrote (`python -m mascot eval ... --output DIR` leaves `DIR/rounds.jsonl`) and
 counts, per system and persona, the replies that use a phrase of celebration (`mascot.judges.mood.celebrates`:
 "how wonderful", "amazing", "congratulations", ...), over all scenarios and over those whose emotion label is
 negative (the evaluation's `negative` group: loss, loneliness, fear, shame, ...). No model is run.
 
-    PYTHONPATH=. .venv/bin/python benchmarks/celebration_count.py runs/eval/rounds.jsonl [more.jsonl ...] [--json PATH]
+    .venv/bin/python benchmarks/celebration_count.py runs/eval/rounds.jsonl [more.jsonl ...] [--json PATH]
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""How well the judge's mood reading finds distress without a label (issue 11, the celebrating Anchor).
+"""How well the judge's mood reading finds distress without a label (so a persona does not celebrate bad news).
 
 Every labelled opening the project bundles (the Empathetic-Dialogues-format train and test splits and the two
 fresh sets) is read *without* its emotion label, and the reading is compared with the label's valence
@@ -8,7 +8,7 @@ no label) and, as the tried alternative, an embedding reading: the message's mea
 distress lines minus that to 16 good-news lines, above 0.02. Neither is good enough to stand in for the label,
 which is why the judge reads the label first. Also printed: hand-written phrasings the word list misses.
 
-    HF_HUB_OFFLINE=1 PYTHONPATH=. .venv/bin/python benchmarks/mood_signal.py [--json PATH]
+    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/mood_signal.py [--json PATH]
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from mascot.data import load_scenarios
-from mascot.dialogue import USER
+from mascot.group.dialogue import USER
 from mascot.judges.embedding import shared_embedder
 from mascot.judges.mood import has_distress_words as by_words
 from mascot.stats import wilson_interval

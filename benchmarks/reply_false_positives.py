@@ -1,15 +1,15 @@
-"""How often the output check replaces an ordinary persona reply in the live chat (issue 9, output check).
+"""How often the output check replaces an ordinary persona reply in the live chat.
 
 Each of N ordinary openings (the bundled test scenarios of the pack's setting: celebrations, chores, small
 worries; none of them a crisis) gets one group turn through `GroupChat` in `trained` mode on the chat's backend,
 with the shipped speakers. A replaced reply shows the user the safety text instead of what the persona said.
 Reported twice: with the chat's context gate (the reply classifier may only replace a sentence using a word of
-self-harm, death or means while the user's message is *none*) and without it (every classifier verdict counts,
-as before the gate), on the same replies: the guard re-checks each streamed reply both ways.
+self-harm, death or means while the user's message is *none*) and without it (every classifier verdict counts),
+on the same replies: the guard re-checks each streamed reply both ways.
 The labelled bad/good replies (`mascot/data/safety/persona_replies.txt`, test split) are also scored with the
 gate on, which shows what it would cost if a bad reply came in an ordinary conversation.
 
-    HF_HUB_OFFLINE=1 PYTHONPATH=. .venv/bin/python benchmarks/reply_false_positives.py [--limit 48] [--json PATH]
+    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/reply_false_positives.py [--limit 48] [--json PATH]
 """
 
 from __future__ import annotations
@@ -28,13 +28,13 @@ def main() -> None:
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
     backend = load_backend("auto", model="embedded")  # before torch (see import_llama_cpp)
-    from mascot.chat import GroupChat
     from mascot.data import load_scenarios
-    from mascot.dialogue import Dialogue
-    from mascot.engine import Engine, EngineConfig
-    from mascot.personas import load_pack
-    from mascot.safety import CrisisDetector
-    from mascot.safety_data import load_replies
+    from mascot.group.chat import GroupChat
+    from mascot.group.dialogue import Dialogue
+    from mascot.group.engine import Engine, EngineConfig
+    from mascot.group.personas import load_pack
+    from mascot.safety.detector import CrisisDetector
+    from mascot.safety.training.data import load_replies
     from mascot.stats import wilson_interval
 
     def rate(k: int, n: int) -> dict[str, float]:
@@ -43,8 +43,8 @@ def main() -> None:
 
     pack = load_pack("emotional-support")
     Engine(EngineConfig(), backend, run_dir=Path("checkpoints") / args.run).attach_adapters(pack)
-    detector = CrisisDetector(events=_NoLog())  # the chat's layers; nothing goes to the safety log
-    patterns_only = CrisisDetector(use_classifier=False, events=_NoLog())  # the replies as the personas wrote them
+    detector = CrisisDetector()  # the chat's layers; no event log, so nothing is recorded
+    patterns_only = CrisisDetector(use_classifier=False)  # the replies as the personas wrote them
     openings = [s for s in load_scenarios("bundled", split="test") if s.setting == pack.setting][: args.limit]
     replies: list[str] = []
     tiers: list[str] = []
@@ -79,13 +79,6 @@ def main() -> None:
         print(f"{key}: {value}")
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=2), encoding="utf-8")
-
-
-class _NoLog:
-    """Benchmark checks stay out of the researcher's safety log."""
-
-    def record(self, *args: object, **kwargs: object) -> None:
-        return None
 
 
 if __name__ == "__main__":

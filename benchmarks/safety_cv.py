@@ -3,30 +3,33 @@ read): out-of-fold recall at the shipped threshold rules and at fixed false-posi
 negatives. This is how the shipped recipe was chosen (docs/safety.md).
 
     HF_HUB_OFFLINE=1 nice -n 10 .venv/bin/python benchmarks/safety_cv.py --layers 6 [--epochs 5] [--lr 1e-3]
-        [--no-augment] [--no-extra] [--no-round3] [--rank 16] [--lexical-weight 0.5]
+        [--no-augment] [--no-confusable] [--no-farewells-plans] [--no-retired-heldout] [--no-everyday]
+        [--rank 16] [--lexical-weight 0.5]
 
 With a lexical weight above 0 it also prints the character n-gram model alone and the combined score (the
-shipped message classifier, mascot/safety_lexical.py), all on the same folds.
+shipped message classifier, mascot/safety/lexical.py), all on the same folds.
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import numpy as np
 
-import mascot  # noqa: E402,F401  (sets the OpenMP wait policy before torch starts)
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
-
-from mascot.safety_cli import CONCERN_ORDINARY_MAX_FPR, CONTEXT_RECALL, CRISIS_MAX_FPR  # noqa: E402
-from mascot.safety_data import message_training_examples  # noqa: E402
-from mascot.safety_lexical import combine  # noqa: E402
-from mascot.safety_lexical import out_of_fold as lexical_out_of_fold  # noqa: E402
-from mascot.safety_model import FitConfig, Fitter, message_thresholds, threshold_for_fpr  # noqa: E402
+from mascot.safety.lexical import combine
+from mascot.safety.lexical import out_of_fold as lexical_out_of_fold
+from mascot.safety.training.data import TrainingSets, message_training_examples
+from mascot.safety.training.fitting import FitConfig, Fitter
+from mascot.safety.training.thresholds import (
+    CONCERN_ORDINARY_MAX_FPR,
+    CONTEXT_RECALL,
+    CRISIS_MAX_FPR,
+    message_thresholds,
+    threshold_for_fpr,
+)
+from mascot.settings import apply_process_defaults
 
 EASY_NEGATIVES = ("ordinary", "meeting", "short_everyday", "everyday_questions")
 
@@ -39,13 +42,20 @@ def main() -> None:
     p.add_argument("--rank", type=int, default=16)
     p.add_argument("--folds", type=int, default=3)
     p.add_argument("--no-augment", action="store_true")
-    p.add_argument("--no-extra", action="store_true")
-    p.add_argument("--no-round3", action="store_true")
+    p.add_argument("--no-confusable", action="store_true")
+    p.add_argument("--no-farewells-plans", action="store_true")
+    p.add_argument("--no-retired-heldout", action="store_true")
+    p.add_argument("--no-everyday", action="store_true")
     p.add_argument("--lexical-weight", type=float, default=0.5)
     p.add_argument("--save-oof", type=Path, help="write the out-of-fold scores (.npy, training order) here")
     args = p.parse_args()
+    apply_process_defaults()  # before torch starts its thread pool
+    import torch
+
     torch.set_num_threads(1)
-    examples = message_training_examples(extra=not args.no_extra, round3=not args.no_round3)
+    sets = TrainingSets(confusable=not args.no_confusable, farewells_plans=not args.no_farewells_plans,
+                        retired_heldout=not args.no_retired_heldout, everyday=not args.no_everyday)
+    examples = message_training_examples(sets=sets)
     labels = [e.positive for e in examples]
     cfg = FitConfig(layers=args.layers, rank=args.rank, epochs=args.epochs, lr=args.lr, augment=not args.no_augment)
     started = time.time()

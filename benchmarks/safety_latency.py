@@ -8,17 +8,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-import mascot  # noqa: E402,F401  (sets the OpenMP wait policy before torch starts)
-import torch  # noqa: E402
-
-from mascot.safety import CrisisDetector  # noqa: E402
-from mascot.safety_cli import measure_latency  # noqa: E402
-from mascot.safety_data import load_messages  # noqa: E402
+from mascot.safety.detector import CrisisDetector
+from mascot.safety.evaluation import measure_latency
+from mascot.safety.training.data import load_messages
+from mascot.settings import apply_process_defaults
 
 
 def main() -> None:
@@ -26,9 +20,12 @@ def main() -> None:
     p.add_argument("--runs", type=int, default=500)
     p.add_argument("--threads", type=int, default=1)
     args = p.parse_args()
+    apply_process_defaults()  # before torch starts its thread pool
+    import torch
+
     torch.set_num_threads(args.threads)
     texts = [e.text for e in load_messages() if e.split == "test"]
-    print(json.dumps(measure_latency(CrisisDetector(), texts, args.runs), indent=1))
+    print(json.dumps(measure_latency(CrisisDetector.load(), texts, args.runs), indent=1))
 
 
 if __name__ == "__main__":

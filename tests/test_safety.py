@@ -10,19 +10,39 @@ import numpy as np
 import pytest
 
 from mascot.backends.fake import FakeBackend
-from mascot.chat import CrisisEvent, DirectiveEvent, GroupChat, TurnEvent
-from mascot.dialogue import Dialogue
-from mascot.safety import (CONCERN_ACTION, CRISIS_REPLY, HELP_NOTE, REPLY_REPLACEMENT, CrisisDetector, check_crisis,
-                           default_detector)
-from mascot.safety_cli import REPORT
-from mascot.safety_data import (augment, held_out_messages, load_context_cases, load_excluded, load_heldout_v2, load_meeting_openings,
-                                load_heldout_v3, load_messages, load_ordinary, load_replies, load_retired_v2,
-                                load_heldout_v4, load_heldout_v5, load_train_extra, load_train_extra3, load_train_extra4,
-                                load_dev_ml, message_training_examples, near_held_out, split_of)
-from mascot.safety_language import reads_as_english
-from mascot.safety_patterns import match_concern, match_pattern
-from mascot.safety_log import SafetyLog
-from mascot.safety_model import choose_threshold, message_thresholds, read_meta, threshold_for_fpr
+from mascot.group.chat import CrisisEvent, DirectiveEvent, GroupChat, TurnEvent
+from mascot.group.dialogue import Dialogue
+from mascot.safety.classifier import read_meta
+from mascot.safety.detector import CrisisDetector, check_crisis, default_detector
+from mascot.safety.evaluation import REPORT
+from mascot.safety.events import SafetyLog, default_log_path
+from mascot.safety.language import reads_as_english
+from mascot.safety.llm_judge import LLMGrayZoneJudge, make_gray_zone_judge
+from mascot.safety.patterns import match_concern, match_pattern
+from mascot.safety.responses import CONCERN_ACTION, CRISIS_REPLY, HELP_NOTE, REPLY_REPLACEMENT, concern_directive
+from mascot.safety.training.data import (
+    TrainingSets,
+    augment,
+    held_out_messages,
+    load_context_cases,
+    load_dev_multilingual,
+    load_excluded,
+    load_heldout_blind,
+    load_heldout_distant,
+    load_heldout_large,
+    load_meeting_openings,
+    load_messages,
+    load_ordinary,
+    load_replies,
+    load_retired_heldout,
+    load_train_confusable,
+    load_train_everyday,
+    load_train_farewells_plans,
+    message_training_examples,
+    near_held_out,
+    split_of,
+)
+from mascot.safety.training.thresholds import choose_threshold, message_thresholds, threshold_for_fpr
 
 POSITIVE_CATEGORIES = {"passive_ideation", "active_ideation", "plan_timing", "means", "farewell", "self_harm",
                        "lethal_info", "slang", "typos", "non_english"}
@@ -61,7 +81,7 @@ def test_dataset_sizes_categories_and_disjoint_split():
     assert all(split_of(e.text) == e.split for e in msgs)  # the split is a pure function of the text
     meta = read_meta("messages")
     ordinary = [e for e in load_ordinary() if e.split == "train"]  # bundled scenario openings, also train-only
-    used = _training_examples(meta)  # categories a model predates are unused
+    used = _training_examples(meta)  # categories a model was trained without are unused
     assert meta["train_size"] == len(used) and all(e.split == "train" for e in used)  # training saw only training splits
     assert not test & {e.text for e in ordinary}
     replies = load_replies()
@@ -69,84 +89,83 @@ def test_dataset_sizes_categories_and_disjoint_split():
 
 
 def _training_examples(meta: dict):
-    """The training examples the saved model `meta` was fitted on (the round-2 lines only if it used them)."""
-    return message_training_examples(meta.get("untrained_categories", []), extra=meta.get("train_extra", False),
-                                     round3=meta.get("round3", False), round4=meta.get("round4", False),
-                                     round5=meta.get("round5", False))
+    """The training examples the saved model `meta` was fitted on (the training-only sets its metadata names)."""
+    return message_training_examples(meta.get("untrained_categories", []), TrainingSets.of_model(meta))
 
 
 def _norm(text: str) -> str:
     return " ".join(text.lower().replace("'", "").replace("\u2019", "").split())
 
 
-def test_fresh_heldout_v3_loads_and_is_disjoint_from_training():
-    v3 = load_heldout_v3()
-    pos = [e for e in v3 if e.positive]
-    neg = [e for e in v3 if not e.positive]
+def test_large_heldout_set_loads_and_is_disjoint_from_training():
+    large = load_heldout_large()
+    pos = [e for e in large if e.positive]
+    neg = [e for e in large if not e.positive]
     assert len(pos) >= 300 and len(neg) >= 300
     assert {e.category for e in pos} == POSITIVE_CATEGORIES
     assert {e.category for e in neg} <= NEGATIVE_CATEGORIES and len({e.category for e in neg}) >= 8
-    assert all(e.split == "test" for e in v3) and len({e.text for e in v3}) == len(v3)
+    assert all(e.split == "test" for e in large) and len({e.text for e in large}) == len(large)
     train = {_norm(e.text) for e in message_training_examples()}
-    assert not {_norm(e.text) for e in v3} & train  # no v3 line is in the training pool
-    assert not {_norm(e.text) for e in v3} & {_norm(e.text) for e in load_messages()}
+    assert not {_norm(e.text) for e in large} & train  # no line of it is in the training pool
+    assert not {_norm(e.text) for e in large} & {_norm(e.text) for e in load_messages()}
 
 
-def test_fresh_heldout_v4_loads_and_is_disjoint_from_training():
-    """v4: 20 lines per category, every positive category, the hard-negative ones plus the two classes that chat
+def test_blind_heldout_set_loads_and_is_disjoint_from_training():
+    """20 lines per category, every positive category, the hard-negative ones plus the two classes that chat
     probes found misread (everyday frustrations, mundane plans and goodbyes); nothing of it is trained on."""
-    v4 = load_heldout_v4()
-    pos = [e for e in v4 if e.positive]
-    neg = [e for e in v4 if not e.positive]
+    blind = load_heldout_blind()
+    pos = [e for e in blind if e.positive]
+    neg = [e for e in blind if not e.positive]
     assert len(pos) >= 195 and len(neg) >= 200  # three crisis lines that repeated older ones word for word were dropped
     assert {e.category for e in pos} == POSITIVE_CATEGORIES
     assert {e.category for e in neg} >= {"everyday_frustration", "mundane_plans_goodbyes", "figurative", "idioms"}
-    assert all(e.split == "test" for e in v4) and len({e.text for e in v4}) == len(v4)
+    assert all(e.split == "test" for e in blind) and len({e.text for e in blind}) == len(blind)
     train = {_norm(e.text) for e in message_training_examples()}
-    assert not {_norm(e.text) for e in v4} & train
-    assert not {_norm(e.text) for e in v4} & {_norm(e.text) for e in load_messages() + load_heldout_v3()}
+    assert not {_norm(e.text) for e in blind} & train
+    assert not {_norm(e.text) for e in blind} & {_norm(e.text) for e in load_messages() + load_heldout_large()}
 
 
-def test_fresh_heldout_v5_loads_and_is_disjoint_from_everything_else():
-    """v5: every positive category and the eleven hard-negative ones, each line unique, none in the training pool
-    or in an older held-out set (the slow test below checks that no training line is even near one)."""
-    v5 = load_heldout_v5()
-    pos = [e for e in v5 if e.positive]
-    neg = [e for e in v5 if not e.positive]
+def test_distant_heldout_set_loads_and_is_disjoint_from_everything_else():
+    """Every positive category and the eleven hard-negative ones, each line unique, none in the training pool
+    or in another held-out set (a test below checks that no training line is even near one)."""
+    distant = load_heldout_distant()
+    pos = [e for e in distant if e.positive]
+    neg = [e for e in distant if not e.positive]
     assert len(pos) >= 150 and len(neg) >= 150
     assert {e.category for e in pos} == POSITIVE_CATEGORIES
-    assert {e.category for e in neg} == {e.category for e in load_heldout_v4() if not e.positive}
-    assert all(e.split == "test" for e in v5) and len({e.text for e in v5}) == len(v5)
-    assert not {_norm(e.text) for e in v5} & {_norm(e.text) for e in message_training_examples()}
-    older = load_messages() + load_heldout_v3() + load_heldout_v4()
-    assert not {_norm(e.text) for e in v5} & {_norm(e.text) for e in older}
+    assert {e.category for e in neg} == {e.category for e in load_heldout_blind() if not e.positive}
+    assert all(e.split == "test" for e in distant) and len({e.text for e in distant}) == len(distant)
+    assert not {_norm(e.text) for e in distant} & {_norm(e.text) for e in message_training_examples()}
+    older = load_messages() + load_heldout_large() + load_heldout_blind()
+    assert not {_norm(e.text) for e in distant} & {_norm(e.text) for e in older}
 
 
-def test_round4_lines_are_training_only():
-    extra4 = load_train_extra4()
-    assert len(extra4) >= 200 and all(e.split == "train" for e in extra4)
-    assert {e.category for e in extra4 if not e.positive} == {"everyday_frustration", "everyday_distress",
+def test_everyday_lines_are_training_only():
+    everyday = load_train_everyday()
+    assert len(everyday) >= 200 and all(e.split == "train" for e in everyday)
+    assert {e.category for e in everyday if not e.positive} == {"everyday_frustration", "everyday_distress",
                                                                "mundane_plans_goodbyes", "figurative", "short_everyday"}
     # the short chat lines the tests probe with are not training lines (the tests would only check memory)
     probes = {_norm(t) for t in ("hi", "thanks", "hello there", "tell me more", "I don't know",
                                  "@Catalyst what do you think?", "This traffic is killing me", "I moved and feel lonely")}
-    assert not probes & {_norm(e.text) for e in extra4}
-    assert {e.category for e in extra4 if e.positive} == {"active_ideation", "passive_ideation", "self_harm"}
+    assert not probes & {_norm(e.text) for e in everyday}
+    assert {e.category for e in everyday if e.positive} == {"active_ideation", "passive_ideation", "self_harm"}
     pool = {e.text for e in message_training_examples()}
-    assert {e.text for e in extra4} - load_excluded() <= pool
-    assert not {e.text for e in extra4} & {e.text for e in message_training_examples(round4=False)}
+    assert {e.text for e in everyday} - load_excluded() <= pool
+    assert not {e.text for e in everyday} & {e.text for e in message_training_examples(sets=TrainingSets(everyday=False))}
 
 
-def test_v2_is_retired_into_the_round3_training_pool():
-    v2, pool = load_retired_v2(), {e.text for e in message_training_examples()}
-    assert len(v2) == len(load_heldout_v2()) and all(e.split == "train" for e in v2)
-    assert {e.text for e in v2} - load_excluded() <= pool
-    assert not {e.text for e in v2} & {e.text for e in message_training_examples(round3=False)}
+def test_retired_heldout_set_is_in_the_training_pool():
+    retired, pool = load_retired_heldout(), {e.text for e in message_training_examples()}
+    assert len(retired) == len(load_retired_heldout("test")) and all(e.split == "train" for e in retired)
+    assert {e.text for e in retired} - load_excluded() <= pool
+    without = TrainingSets(farewells_plans=False, retired_heldout=False)
+    assert not {e.text for e in retired} & {e.text for e in message_training_examples(sets=without)}
 
 
-@pytest.mark.slow
+@pytest.mark.train  # audits the whole training pool with difflib: minutes on a CPU
 def test_training_pool_is_far_from_held_out_lines():
-    """No training line is a copy or near-paraphrase (difflib >= 0.75) of a held-out line (v1 split, v3, v4, v5):
+    """No training line is a copy or near-paraphrase (difflib >= 0.75) of a held-out line (every held-out set):
     crisis_train_excluded.txt lists exactly the lines this rule drops."""
     pool = message_training_examples()
     assert near_held_out(pool) == []
@@ -155,22 +174,22 @@ def test_training_pool_is_far_from_held_out_lines():
     excluded = load_excluded()
     assert excluded and not excluded & {e.text for e in pool}
     # and the list holds nothing else: every excluded line is a near-paraphrase of a held-out line
-    sources = (load_messages() + load_train_extra() + load_train_extra3() + load_train_extra4() + load_retired_v2()
+    sources = (load_messages() + load_train_confusable() + load_train_farewells_plans() + load_train_everyday() + load_retired_heldout()
                + load_ordinary() + load_meeting_openings())
     candidates = [e for e in sources if e.split == "train" and e.text in excluded]
     assert {e.text for e in candidates} == excluded
     assert set(near_held_out(candidates)) == excluded
 
 
-def test_round2_and_round3_training_lines_are_training_only():
-    extra = load_train_extra()
-    extra3 = load_train_extra3()
-    assert len(extra) >= 400 and all(e.split == "train" for e in extra + extra3)
-    assert {e.category for e in extra3 if e.positive} >= {"farewell", "plan_timing", "self_harm"}
-    assert {e.category for e in extra if e.positive} == POSITIVE_CATEGORIES
-    assert {e.category for e in extra if not e.positive} <= NEGATIVE_CATEGORIES
+def test_confusable_and_farewells_plans_lines_are_training_only():
+    confusable = load_train_confusable()
+    farewells = load_train_farewells_plans()
+    assert len(confusable) >= 400 and all(e.split == "train" for e in confusable + farewells)
+    assert {e.category for e in farewells if e.positive} >= {"farewell", "plan_timing", "self_harm"}
+    assert {e.category for e in confusable if e.positive} == POSITIVE_CATEGORIES
+    assert {e.category for e in confusable if not e.positive} <= NEGATIVE_CATEGORIES
     pool = {e.text for e in message_training_examples()}
-    assert {e.text for e in extra + extra3} - load_excluded() <= pool
+    assert {e.text for e in confusable + farewells} - load_excluded() <= pool
 
 
 def test_augmentation_is_deterministic_and_noisy():
@@ -188,10 +207,10 @@ def test_thresholds_follow_from_the_cross_validated_scores():
     assert [e.category for e in train] == meta["oof_categories"] and [e.positive for e in train] == meta["oof_labels"]
     targets = meta["targets"]
     assert meta["thresholds"]["crisis"] == pytest.approx(threshold_for_fpr(oof, y, targets["crisis_max_fpr"]), abs=1e-5)
-    # concern: at most 5% of the everyday training openings, out of fold (Anchor rarely asks ordinary users)
+    # concern: at most 5% of the everyday training openings, out of fold (ordinary users are rarely asked)
     concern = min(meta["thresholds"]["crisis"], threshold_for_fpr(oof[ordinary | y], y[ordinary | y], targets["concern_ordinary_max_fpr"]))
     assert meta["thresholds"]["concern"] == pytest.approx(concern, abs=1e-5)
-    # ... unless the crisis threshold alone already flags more (round 4b: 6 of 91, 6.6%): concern never sits
+    # ... unless the crisis threshold alone already flags more (the shipped model: 6 of 91, 6.6%): concern never sits
     # above crisis, so then it equals crisis and docs/safety.md reports the excess
     assert (oof[ordinary] >= concern).mean() <= targets["concern_ordinary_max_fpr"] or concern == meta["thresholds"]["crisis"]
     context = min(concern, choose_threshold(oof, y, targets["context_recall"]))
@@ -203,8 +222,9 @@ def test_thresholds_follow_from_the_cross_validated_scores():
     assert r["thresholds"]["crisis"] == pytest.approx(threshold_for_fpr(ro, ry, r["targets"]["reply_max_fpr"]), abs=1e-5)
 
 
+@pytest.mark.model
 def test_held_out_figures_reproduce_the_report():
-    from mascot.safety_cli import evaluate
+    from mascot.safety.evaluation import evaluate
 
     reported = json.loads(REPORT.read_text())
     now = evaluate(runs=1)
@@ -213,7 +233,7 @@ def test_held_out_figures_reproduce_the_report():
         for key, value in reported[part]["overall"].items():
             assert now[part]["overall"][key]["k"] == value["k"] and now[part]["overall"][key]["n"] == value["n"]
     for part in ("patterns", "detector"):
-        for key in ("heldout_v3", "heldout_v4", "heldout_v5", "heldout_ml", "heldout_ml2"):
+        for key in ("heldout_large", "heldout_blind", "heldout_distant", "heldout_multilingual", "heldout_multilingual_confirm"):
             assert now[key][part]["confusion"] == reported[key][part]["confusion"]
     assert now["context"]["correct"] == reported["context"]["correct"]
     assert now["output_check"] == reported["output_check"]
@@ -261,20 +281,19 @@ def test_language_gate_reads_english_and_tells_other_languages():
 
 
 def test_language_gate_on_the_development_set_and_the_english_held_out_sets():
-    """Stop 23: the gate read 54 of the 396 development lines as English; it now reads at most 5, and no English
-    held-out line (v1 test split, v3, v4, v5; their non-English category aside) moves out of English."""
-    from mascot.safety_data import load_heldout_v3, load_heldout_v4, load_heldout_v5, load_messages
-
-    assert sum(reads_as_english(e.text) for e in load_dev_ml()) <= 5
-    held = [e for e in load_messages() if e.split == "test"] + load_heldout_v3() + load_heldout_v4() + load_heldout_v5()
+    """The gate reads at most 5 of the 396 development lines as English (a four-word rule read 54), and no English
+    held-out line (the hash split, the large, blind and distant sets; their non-English category aside) moves out
+    of English."""
+    assert sum(reads_as_english(e.text) for e in load_dev_multilingual()) <= 5
+    held = [e for e in load_messages() if e.split == "test"] + load_heldout_large() + load_heldout_blind() + load_heldout_distant()
     assert [e.text for e in held if e.category != "non_english" and not reads_as_english(e.text)] == []
 
 
 def test_multilingual_patterns_on_their_development_set():
-    """The multilingual patterns were written against crisis_dev_ml.txt (16 languages, a second writer): on it,
+    """The multilingual patterns were written against crisis_dev_multilingual.txt (16 languages, a second writer): on it,
     patterns and gray-zone words together catch at least 0.9 of the crisis lines and none of the hard negatives
     (179/195 and 0/201 when written)."""
-    rows = [e for e in load_dev_ml()]
+    rows = [e for e in load_dev_multilingual()]
     hit = [bool(match_pattern(e.text) or (not reads_as_english(e.text) and match_concern(e.text))) for e in rows]
     crisis = [h for h, e in zip(hit, rows) if e.positive]
     negative = [h for h, e in zip(hit, rows) if not e.positive]
@@ -283,13 +302,12 @@ def test_multilingual_patterns_on_their_development_set():
 
 
 def test_multilingual_development_lines_join_the_training_pool_only_when_asked():
-    base, dev = {e.text for e in message_training_examples()}, {e.text for e in load_dev_ml()}
-    assert not base & dev and {e.text for e in message_training_examples(round5=True)} == base | dev
+    base, dev = {e.text for e in message_training_examples()}, {e.text for e in load_dev_multilingual()}
+    assert not base & dev and {e.text for e in message_training_examples(sets=TrainingSets(multilingual_dev=True))} == base | dev
 
 
-@pytest.mark.slow
 def test_multilingual_development_set_is_far_from_every_held_out_line():
-    assert near_held_out(load_dev_ml()) == []
+    assert near_held_out(load_dev_multilingual()) == []
 
 
 def test_outside_english_the_classifier_gives_concern_at_most():
@@ -303,6 +321,7 @@ def test_outside_english_the_classifier_gives_concern_at_most():
     assert d.check("хочу умереть", record=False).layer == "pattern"
 
 
+@pytest.mark.model
 def test_context_of_the_last_three_user_turns():
     d = default_detector()
     plan = d.check("I have a plan.", ["I can't go on like this anymore."], record=False)
@@ -336,6 +355,7 @@ def test_a_plan_or_means_after_ideation_escalates_to_crisis():
     assert not d.check("Thanks, that helps.", ["Everything feels pointless."], record=False).is_crisis
 
 
+@pytest.mark.model
 @pytest.mark.parametrize("text", ["", "   ", "x" * 100_000, "\x00\x01\x02\xff" * 500, "😭😭😭", "🔪🩸", "\ud83d",
                                   "I want to die " * 2000, None])
 def test_bad_input_never_crashes(text):
@@ -356,6 +376,7 @@ def test_internal_error_fails_safe_to_concern(events):
 
 
 # ------------------------------------------------------------------ output check
+@pytest.mark.model
 def test_output_check_on_the_labelled_replies():
     d = default_detector()
     test = [e for e in load_replies() if e.split == "test"]
@@ -409,8 +430,8 @@ def test_reply_classifier_is_gated_by_harm_words_in_an_ordinary_conversation(eve
 
 def test_groupchat_gates_the_reply_check_by_the_input_tier(es_pack, events):
     from mascot.backends.fake import FakeBackend
-    from mascot.chat import GroupChat
-    from mascot.dialogue import Dialogue
+    from mascot.group.chat import GroupChat
+    from mascot.group.dialogue import Dialogue
 
     odd = "The cat is out of the game."
     worry = "I keep thinking about not waking up."
@@ -425,6 +446,7 @@ def test_groupchat_gates_the_reply_check_by_the_input_tier(es_pack, events):
 
 
 # ------------------------------------------------------------------ logs
+@pytest.mark.model
 def test_logs_hold_tier_score_layer_and_never_text(events):
     d = CrisisDetector(events=events)
     secret = "i want to kms, my name is Zebediah"
@@ -436,6 +458,46 @@ def test_logs_hold_tier_score_layer_and_never_text(events):
     assert rows[0] == ("abc", "input", "crisis", 1.0, "pattern")
     raw = b"".join(p.read_bytes() for p in events.path.parent.glob("events.sqlite*"))
     assert b"Zebediah" not in raw and b"kms" not in raw and b"dying" not in raw
+
+
+def test_a_detector_records_only_into_the_log_it_is_given(tmp_path, events):
+    """No process-wide log: a detector without `events` records nothing, one with a log records into it."""
+    quiet = CrisisDetector(use_classifier=False)
+    assert quiet.events is None
+    assert quiet.check("i want to kms", session_id="s").is_crisis  # decided, not recorded anywhere
+    assert list(quiet.guard("s").stream(["Hi. "]))[-1] == "Hi. "
+    loud = CrisisDetector(use_classifier=False, events=events)
+    loud.check("i want to kms", session_id="s")
+    assert events.tier_counts() == {"crisis": 1}
+    assert default_log_path(tmp_path) == tmp_path / "safety_events.sqlite"
+
+
+def test_the_llm_judge_is_made_only_when_enabled_for_a_capable_backend(fake_backend):
+    class Capable:
+        kind = "openai"
+
+    assert make_gray_zone_judge(Capable(), enabled=False) is None
+    assert isinstance(make_gray_zone_judge(Capable(), enabled=True), LLMGrayZoneJudge)
+    assert make_gray_zone_judge(fake_backend, enabled=True) is None  # the embedded and fake backends never get one
+    assert make_gray_zone_judge(None, enabled=True) is None
+
+
+def test_the_detectors_llm_judge_may_upgrade_a_gray_zone_turn_after_a_worrying_one():
+    class Confirms:
+        def confirms_crisis(self, turns):
+            return True
+
+    stub = StubClassifier({"Everything feels pointless.": 0.5, "I feel so tired.": 0.5})
+    turns = ("I feel so tired.", ["Everything feels pointless."])
+    assert CrisisDetector(classifier=stub, reply_classifier=stub).check(*turns, record=False).tier == "concern"
+    judged = CrisisDetector(classifier=stub, reply_classifier=stub, llm_judge=Confirms()).check(*turns, record=False)
+    assert judged.is_crisis and judged.layer == "llm"
+
+
+def test_the_concern_directive_names_the_persona_it_is_given(es_pack):
+    opener = es_pack.active[2]
+    directive = concern_directive(opener)
+    assert directive.speaker == opener.name and directive.action == CONCERN_ACTION
 
 
 # ------------------------------------------------------------------ graded response through GroupChat
@@ -486,6 +548,7 @@ def test_respond_batch_applies_the_crisis_tier_only(es_pack, events):
     assert events.tier_counts() == {}
 
 
+@pytest.mark.model
 def test_check_crisis_keeps_its_interface():
     r = check_crisis("I want to kill myself")
     assert r.is_crisis and r.tier == "crisis" and r.layer and 0 <= r.score <= 1
@@ -507,11 +570,11 @@ def test_short_lines_need_more_than_the_concern_threshold_unless_they_name_harm(
     assert d.check("I don't know what to do with my life anymore honestly", record=False).tier == "concern"  # long
 
 
-@pytest.mark.slow
+@pytest.mark.model
 def test_graded_response_on_the_embedded_backend(es_pack, events):
-    from mascot.engine import EngineConfig, get_engine
+    from mascot.group.engine import Engine, EngineConfig
 
-    engine = get_engine(EngineConfig())  # the embedded SmolLM2 with the shipped adapters
+    engine = Engine.load(EngineConfig())  # the embedded SmolLM2 with the shipped adapters
     engine.attach_adapters(es_pack)
     g = engine.group(es_pack.active, "round-robin", max_speakers=2, safety=_stub_detector(events))
     d = Dialogue()
@@ -523,36 +586,39 @@ def test_graded_response_on_the_embedded_backend(es_pack, events):
     assert events.tier_counts() == {"concern": 1, "crisis": 1}
 
 
+@pytest.mark.model
 @pytest.mark.parametrize("text, tiers", [
     ("I don't see the point of living anymore and I've been thinking about ending it tonight.", {"crisis"}),
     ("i want to kms", {"crisis"}),
     ("I bought a rope today.", {"crisis"}),
-    ("I've been researching how many of my sleeping pills it would take.", {"crisis"}),  # concern in round 2 (docs/safety.md)
+    ("I've been researching how many of my sleeping pills it would take.", {"crisis"}),  # a crisis now, not a concern (docs/safety.md)
     ("I'm studying suicide prevention for my psychology degree.", {"none"}),
     ("I hurt myself at the gym yesterday.", {"none"}),
     ("I don't want to live in this city anymore, the rent is crazy.", {"none"}),
 ])
-def test_issue_examples(text, tiers):
-    """The issue's seven messages, with the tiers docs/safety.md reports for the shipped model."""
+def test_reference_messages(text, tiers):
+    """Seven reference messages, with the tiers docs/safety.md reports for the shipped model."""
     assert default_detector().check(text, record=False).tier in tiers
 
 
+@pytest.mark.model
 @pytest.mark.parametrize("text", ["I have a plan for dinner tonight, lasagne.", "We made a plan to visit grandma on Sunday.",
                                   "I've decided to learn the guitar this year.", "Tonight I'm finally finishing my novel.",
                                   "I have a plan to pass my resit in August."])
 def test_harmless_plans_alone_are_not_a_crisis(text):
-    """Round 3's first model read "plan" and "tonight" as crisis words on their own ("I have a plan for the
-    weekend." 0.99); these probes (not training lines) keep harmless plans out of the crisis tier."""
+    """A model trained without harmless plans read "plan" and "tonight" as crisis words on their own ("I have a plan
+    for the weekend." 0.99); these probes (not training lines) keep harmless plans out of the crisis tier."""
     assert default_detector().check(text, record=False).tier != "crisis"
 
 
+@pytest.mark.model
 def test_indecision_alone_is_at_most_concern():
     """Chat probes (not training lines): ordinary indecision after a setback got the crisis reply. Alone it is now
-    *concern* at most (Anchor asks about safety); with a word of harm or of going on living, or after a turn of
+    *concern* at most (a persona asks about safety); with a word of harm or of going on living, or after a turn of
     ideation, it is still a crisis. No held-out crisis line falls under the rule (the report's figures are those
     of the detector before it)."""
-    from mascot.safety import DESPAIR_WORDS, HARM_WORDS, INDECISION
-    from mascot.safety_patterns import normalise
+    from mascot.safety.detector import DESPAIR_WORDS, INDECISION
+    from mascot.safety.patterns import HARM_WORDS, normalise
 
     det = default_detector()
     for text in ("I just don't know if I should even try again.", "I don't know what the right choice is.",
@@ -571,6 +637,7 @@ def test_indecision_alone_is_at_most_concern():
     assert not [t for t in under if det.check(t, record=False).layer == "classifier-indecision"]
 
 
+@pytest.mark.model
 @pytest.mark.parametrize("text", ["I really can't keep going like this, I want to disappear.", "i cant do life anymore"])
 def test_short_despair_gets_a_safety_response(text):
     assert default_detector().check(text, record=False).tier in ("crisis", "concern")

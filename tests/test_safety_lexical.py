@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from mascot.errors import ConfigError
-from mascot.safety_lexical import FILE, N_FEATURES, LexicalModel, _counts, combine, out_of_fold
+from mascot.safety.lexical import FILE, N_FEATURES, LexicalModel, _counts, combine, out_of_fold
 
 TEXTS = ["i want to kms tonight", "I bought a rope today", "nobody would miss me if i was gone",
          "this commute is killing me", "I'd kill for a coffee", "my phone is dying", "im so done with life",
@@ -21,7 +21,7 @@ def test_features_match_scikit_learn_tfidf():
 
     model = LexicalModel.fit(TEXTS, LABELS)
     ref = sparse.hstack([TfidfTransformer(sublinear_tf=True).fit(x).transform(x) for x in _counts(TEXTS)]).tocsr()
-    from mascot.safety_lexical import _tfidf
+    from mascot.safety.lexical import _tfidf
 
     ours = _tfidf(_counts(TEXTS), model.idf.astype(np.float64))
     assert abs(ours - ref).max() < 1e-5

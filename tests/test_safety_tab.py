@@ -6,7 +6,7 @@ import gradio as gr
 
 from app.safety_tab import render_safety_tab, safety_tables
 from app.settings import Settings
-from mascot.safety_log import INPUT, OUTPUT, SafetyLog, default_log_path
+from mascot.safety.events import INPUT, OUTPUT, SafetyLog, default_log_path
 
 
 def test_safety_tables_count_tiers_layers_and_replacements(tmp_path):

@@ -1,32 +1,29 @@
 """The safety event log: one SQLite row per crisis-check decision (input) and per output check,
 holding the tier, the score and the layer that decided, and never the message text.
 
-The file defaults to `$MASCOT_SAFETY_LOG`, else `$MASCOT_DATA_DIR/safety_events.sqlite`, else
-`data/safety_events.sqlite`; the app points it at its data folder with `configure_safety_log`.
-`tier_counts` is what the researcher app shows.
+The log is passed in, never found: a detector records into the `SafetyLog` it was built with
+(`CrisisDetector(events=SafetyLog(settings.safety_log))`) and records nothing without one. The app gives the
+chat's detector and its Safety tab the same file; `tier_counts` and `layer_counts` are what the tab shows.
 """
 
 from __future__ import annotations
 
-import functools
 import logging
-import os
 import sqlite3
 import threading
 import time
 from pathlib import Path
 
-log = logging.getLogger("mascot.safety")
+log = logging.getLogger(__name__)
 
 INPUT = "input"
 OUTPUT = "output"
+LOG_FILE = "safety_events.sqlite"
 
 
-def default_log_path(data_dir: str | Path | None = None) -> Path:
-    """Where the safety log lives for a data folder (or the environment's)."""
-    if data_dir is None and os.environ.get("MASCOT_SAFETY_LOG"):
-        return Path(os.environ["MASCOT_SAFETY_LOG"])
-    return Path(data_dir or os.environ.get("MASCOT_DATA_DIR", "data")) / "safety_events.sqlite"
+def default_log_path(data_dir: str | Path) -> Path:
+    """Where the safety log lives in the data folder `data_dir`."""
+    return Path(data_dir) / LOG_FILE
 
 
 class SafetyLog:
@@ -87,25 +84,17 @@ class SafetyLog:
                 self._db = None
 
 
-@functools.lru_cache(maxsize=8)
-def _log_for(path: str) -> SafetyLog:
+# -- Compatibility names for callers that have not switched yet (app/server.py, tests/e2e/test_safety_browser.py):
+# neither keeps any state. Remove once they build `SafetyLog(settings.safety_log)` and pass it to the detector.
+def configure_safety_log(path: str | Path) -> SafetyLog:
+    """Compatibility: a `SafetyLog` at `path`. It no longer sets a process-wide log: pass the log to the detector."""
     return SafetyLog(path)
 
 
-_DEFAULT: list[Path] = []
-
-
-def configure_safety_log(path: str | Path) -> SafetyLog:
-    """Point the process-wide safety log at `path` (the app calls this with its data folder)."""
-    _DEFAULT[:] = [Path(path)]
-    return _log_for(str(Path(path)))
-
-
-def safety_log() -> SafetyLog:
-    """The process-wide safety log."""
-    return _log_for(str(_DEFAULT[0] if _DEFAULT else default_log_path()))
-
-
-def tier_counts(path: str | Path | None = None, kind: str = INPUT) -> dict[str, int]:
-    """Counts per tier in the log at `path` (default: the process-wide log) — for the researcher app."""
-    return (_log_for(str(Path(path))) if path else safety_log()).tier_counts(kind)
+def tier_counts(path: str | Path, kind: str = INPUT) -> dict[str, int]:
+    """Compatibility: `SafetyLog(path).tier_counts(kind)`."""
+    events = SafetyLog(path)
+    try:
+        return events.tier_counts(kind)
+    finally:
+        events.close()

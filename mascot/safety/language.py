@@ -1,11 +1,11 @@
-"""Does a message read as English? The crisis classifier's gate (stop 21).
+"""Does a message read as English? The crisis classifier's gate.
 
 The semantic classifier is the bundled English sentence encoder plus character n-grams, trained on English lines
 (and 54 short non-English crisis lines). On a multilingual held-out set it flagged about half of the hard
 negatives in other languages ("my grandmother died last spring" in German or Russian) and read most Chinese,
 Japanese, Korean and Thai crisis lines as nothing: outside English its score means little. So a message that
-does not read as English is decided by the multilingual patterns (`safety_patterns.ML_PATTERNS`), and the
-classifier may only raise it to *concern* (Anchor asks about safety), never replace the group with the crisis
+does not read as English is decided by the multilingual patterns (`mascot.safety.patterns.ML_PATTERNS`), and the
+classifier may only raise it to *concern* (a persona asks about safety), never replace the group with the crisis
 reply on a reading it cannot make.
 
 The rule, with no model (nothing to download, microseconds): a message is **not** English when most of its
@@ -19,10 +19,10 @@ Words that are common in English *and* in Spanish, Portuguese, French or German 
 "im", "die") count for neither side. One-word messages count as English: too little to tell, and the classifier
 decides as before.
 
-Stop 23: the first rule (four words or more, "me" and "no" counted as English) read 54 of the 396 lines of the
-multilingual development set as English (short informal lines such as "quero morrer"); this one reads 5, and
-moves no line of the English training pool or of the English held-out sets out of English except four Spanish,
-German and French idioms filed there (docs/safety.md).
+Why the short-message rule and the shared words: without them (four words or more, "me" and "no" counted as
+English) the gate read 54 of the 396 lines of the multilingual development set as English (short informal lines
+such as "quero morrer"); this rule reads 5, and moves no line of the English training pool or of the English
+held-out sets out of English except four Spanish, German and French idioms filed there (docs/safety.md).
 """
 
 from __future__ import annotations

@@ -3,8 +3,8 @@
 Why a second model: the fine-tuned sentence encoder reads meaning but misses what spelling carries (slang,
 typos, words run together, short non-English lines), and a character n-gram model reads exactly that. Their
 errors differ, so averaging the two in logit space catches more crisis messages at the same false-positive
-rate: out of fold on the round-2 training split, recall at a 5% hard-negative FPR rose from 0.774 (encoder
-alone) to 0.797, and at 10% from 0.844 to 0.883 (`benchmarks/safety_cv.py`, docs/safety.md).
+rate: out of fold on the training split of the core and confusable lines, recall at a 5% hard-negative FPR rose
+from 0.774 (encoder alone) to 0.797, and at 10% from 0.844 to 0.883 (`benchmarks/safety_cv.py`, docs/safety.md).
 
 Features are hashed (no vocabulary to store): `char_wb` 2-5-grams and word 1-2-grams, each part with
 sublinear term frequency, inverse document frequency and its own L2 norm, as scikit-learn's

@@ -1,29 +1,28 @@
-"""The labelled data behind the crisis detector, shipped in `mascot/data/safety/`:
+"""The labelled data behind the crisis detector, shipped in `mascot/data/safety/` (figures: docs/safety.md).
 
-- `crisis_messages.txt`: user messages, `crisis` (positive) or `negative` (hard negative), each with a
-  category; written for this project.
-- `persona_replies.txt`: persona replies, `bad` (encourages self-harm or gives means) or `good`.
-- `context_cases.txt`: short multi-turn cases with the expected tier of the last message.
-- `crisis_train_extra.txt`: more training messages (round 2), all training-only.
-- `crisis_train_extra3.txt`: round-3 training messages aimed at the weakest categories, all training-only.
-- `crisis_heldout_v2.txt`: the second held-out set (v2), written after the first model was developed and
-  committed before any model saw it. It measured the round-2 model once (docs/safety.md) and was then
-  retired into the training pool of round 3.
-- `crisis_heldout_v3.txt`: the fresh held-out set (v3) of round 3, committed before any model saw it;
-  every line is test-only.
-- `crisis_heldout_v4.txt`: the fresh held-out set (v4) of round 4, written by a writer who saw none of the
-  other files and committed before any model saw it; every line is test-only.
-- `crisis_heldout_v5.txt`: the fresh held-out set (v5), written after round 4 by two writers who saw none of the
-  project's files, with every line near (difflib >= 0.75) a training or older held-out line removed, and
-  committed before the shipped model read it; every line is test-only.
-- `crisis_train_extra4.txt`: round-4 training messages (everyday frustrations, everyday distress, mundane
-  plans and goodbyes, short chat lines; relapse-framed crisis lines and short despair), written after chat
-  probes found ordinary complaints read as a crisis; training-only.
-- `crisis_train_excluded.txt`: training lines left out because they come within a difflib similarity of
-  0.75 of a held-out line (v1, v3, v4 or v5); `near_held_out` finds them and a test keeps the list complete.
+Labelled messages (`## <label> <category>` blocks; `crisis` or `negative`, a hard negative):
+- `crisis_messages.txt`: the core set, written for this project; its held-out split (30%) is fixed per line by
+  a hash of its text, so the training code can never see it and editing one line never moves the others.
+- `crisis_train_confusable.txt`: training-only lines in the categories a classifier trained on the core set
+  alone confused (farewells, means, self-harm acts, passive ideation; past recovery, figurative speech, ...).
+- `crisis_train_farewells_plans.txt`: training-only farewells, plans and timing, self-harm acts, passive ideation,
+  lethal questions and means, the hard negatives that resemble them (moving away, decluttering, wills), and
+  harmless plans and short despair.
+- `crisis_train_everyday.txt`: training-only everyday frustrations, everyday distress, mundane plans and goodbyes,
+  short chat lines; relapse-framed crisis lines and short despair (found by chat probes, outside every held-out set).
+- `crisis_heldout_retired.txt`: a held-out set that measured one model once and then joined the training pool.
+- `crisis_heldout_large.txt`, `crisis_heldout_blind.txt` (writers who saw none of the project's files; everyday
+  frustrations and mundane plans among the negatives), `crisis_heldout_distant.txt` (blind writers; no line within
+  a difflib similarity of 0.75 of any other file's): test-only, never used for training or threshold choice.
+- `crisis_heldout_multilingual.txt`, `crisis_heldout_multilingual_confirm.txt` (a second writer's, to confirm the
+  first's figures): 16 languages, the language as the category; test-only.
+- `crisis_dev_multilingual.txt`: the multilingual development set the multilingual patterns were written against;
+  free to read, never a held-out figure, and a training set only when asked for.
+- `crisis_train_excluded.txt`: training lines left out because they come within a difflib similarity of 0.75 of
+  a held-out line; `near_held_out` finds them and a test keeps the list complete.
 
-The held-out split is fixed per line by a hash of its text, so the training code can never see
-it and editing one line never moves the others between splits.
+And `persona_replies.txt` (`bad` / `good` persona replies, for the output check) and `context_cases.txt`
+(short multi-turn cases with the expected tier of the last message).
 """
 
 from __future__ import annotations
@@ -32,12 +31,12 @@ import hashlib
 import random
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
 from mascot.errors import ConfigError
 
-DATA_DIR = Path(__file__).parent / "data" / "safety"
+DATA_DIR = Path(__file__).resolve().parents[2] / "data" / "safety"
 TEST_FRACTION = 0.3
 REPLY_TEST_FRACTION = 0.5
 MESSAGE_LABELS = ("crisis", "negative")
@@ -105,16 +104,16 @@ def load_messages(path: Path | None = None) -> list[Example]:
     return _examples(path or DATA_DIR / "crisis_messages.txt", MESSAGE_LABELS, TEST_FRACTION)  # type: ignore[arg-type]
 
 
-HELDOUT_V2 = "crisis_heldout_v2.txt"
-HELDOUT_V3 = "crisis_heldout_v3.txt"
-HELDOUT_V4 = "crisis_heldout_v4.txt"
-HELDOUT_V5 = "crisis_heldout_v5.txt"
-HELDOUT_ML = "crisis_heldout_ml.txt"
-HELDOUT_ML2 = "crisis_heldout_ml2.txt"
-DEV_ML = "crisis_dev_ml.txt"
-TRAIN_EXTRA = "crisis_train_extra.txt"
-TRAIN_EXTRA3 = "crisis_train_extra3.txt"
-TRAIN_EXTRA4 = "crisis_train_extra4.txt"
+HELDOUT_LARGE = "crisis_heldout_large.txt"
+HELDOUT_BLIND = "crisis_heldout_blind.txt"
+HELDOUT_DISTANT = "crisis_heldout_distant.txt"
+HELDOUT_MULTILINGUAL = "crisis_heldout_multilingual.txt"
+HELDOUT_MULTILINGUAL_CONFIRM = "crisis_heldout_multilingual_confirm.txt"
+RETIRED_HELDOUT = "crisis_heldout_retired.txt"
+DEV_MULTILINGUAL = "crisis_dev_multilingual.txt"
+TRAIN_CONFUSABLE = "crisis_train_confusable.txt"
+TRAIN_FAREWELLS_PLANS = "crisis_train_farewells_plans.txt"
+TRAIN_EVERYDAY = "crisis_train_everyday.txt"
 TRAIN_EXCLUDED = "crisis_train_excluded.txt"
 NEAR_CUTOFF = 0.75  # difflib ratio at which a training line counts as a paraphrase of a held-out line
 
@@ -133,27 +132,32 @@ def _test_only(path: Path) -> list[Example]:
     return [Example(text, label, cat, "test", label == MESSAGE_LABELS[0]) for label, cat, text in rows]
 
 
-def load_train_extra(path: Path | None = None) -> list[Example]:
-    """The round-2 training messages: all training-only (a test checks they overlap no held-out line)."""
-    return _training_only(path or DATA_DIR / TRAIN_EXTRA)
+def load_train_confusable(path: Path | None = None) -> list[Example]:
+    """Training lines in the categories a classifier trained on the core set alone confused: all training-only
+    (a test checks they overlap no held-out line)."""
+    return _training_only(path or DATA_DIR / TRAIN_CONFUSABLE)
 
 
-def load_train_extra3() -> list[Example]:
-    """The round-3 training messages (farewells, plans, self-harm, passive ideation, lethal questions, means,
-    and the hard negatives that resemble them): all training-only."""
-    return _training_only(DATA_DIR / TRAIN_EXTRA3)
+def load_train_farewells_plans() -> list[Example]:
+    """Training lines of farewells, plans and timing, self-harm acts, passive ideation, lethal questions and means,
+    the hard negatives that resemble them, and harmless plans and short despair: all training-only."""
+    return _training_only(DATA_DIR / TRAIN_FAREWELLS_PLANS)
 
 
-def load_train_extra4() -> list[Example]:
-    """The round-4 training messages: negatives (everyday frustrations such as a scraped car with "no note",
+def load_train_everyday() -> list[Example]:
+    """Training lines of everyday life: negatives (everyday frustrations such as a scraped car with "no note",
     everyday distress, mundane plans and goodbyes, short chat lines, figurative "killing myself") and crisis lines
     (relapse-framed ideation, short despair); all training-only."""
-    return _training_only(DATA_DIR / TRAIN_EXTRA4)
+    return _training_only(DATA_DIR / TRAIN_EVERYDAY)
 
 
-def load_retired_v2() -> list[Example]:
-    """The v2 held-out lines as round-3 training lines: v2 measured the round-2 model once and was retired."""
-    return _training_only(DATA_DIR / HELDOUT_V2)
+def load_retired_heldout(split: str = "train") -> list[Example]:
+    """The retired held-out set: training lines of the shipped classifier (`split="train"`), or test lines for
+    measuring a model that did not train on them (`split="test"`, every line unique)."""
+    if split not in ("train", "test"):
+        raise ConfigError(f"The retired held-out set's split must be 'train' or 'test', got {split!r}.")
+    path = DATA_DIR / RETIRED_HELDOUT
+    return _training_only(path) if split == "train" else _test_only(path)
 
 
 def load_excluded() -> set[str]:
@@ -166,15 +170,15 @@ def load_excluded() -> set[str]:
 
 def _comparable(text: str) -> str:
     """Lowercase, punctuation dropped, spaces collapsed: the form near-duplicates are compared in (not
-    `safety_patterns.normalise`, which keeps punctuation for the patterns)."""
+    `mascot.safety.patterns.normalise`, which keeps punctuation for the patterns)."""
     return re.sub(r"\s+", " ", re.sub(r"[^\w\s]", "", text.lower())).strip()
 
 
 def held_out_messages() -> list[Example]:
-    """Every message no model may train on: the v1 hash split of crisis_messages.txt and the v3, v4, v5 and
-    multilingual (ml1, ml2) sets."""
-    return ([e for e in load_messages() if e.split == "test"] + load_heldout_v3() + load_heldout_v4() + load_heldout_v5()
-            + load_heldout_ml() + load_heldout_ml2())
+    """Every message no model may train on: the hash split of crisis_messages.txt and the large, blind, distant
+    and multilingual held-out sets."""
+    return ([e for e in load_messages() if e.split == "test"] + load_heldout_large() + load_heldout_blind()
+            + load_heldout_distant() + load_heldout_multilingual() + load_heldout_multilingual_confirm())
 
 
 def near_held_out(examples: Iterable[Example], cutoff: float = NEAR_CUTOFF) -> list[str]:
@@ -185,45 +189,40 @@ def near_held_out(examples: Iterable[Example], cutoff: float = NEAR_CUTOFF) -> l
     return [e.text for e in examples if difflib.get_close_matches(_comparable(e.text), held, n=1, cutoff=cutoff)]
 
 
-def load_heldout_v2(path: Path | None = None) -> list[Example]:
-    """The held-out messages of round 2 (v2): test-only for the models that predate round 3."""
-    return _test_only(path or DATA_DIR / HELDOUT_V2)
+def load_heldout_large(path: Path | None = None) -> list[Example]:
+    """The large held-out set (30 lines per crisis category, 36 per hard-negative category): test-only."""
+    return _test_only(path or DATA_DIR / HELDOUT_LARGE)
 
 
-def load_heldout_v3(path: Path | None = None) -> list[Example]:
-    """The fresh held-out messages of round 3 (v3): all test-only, never used for training or threshold choice."""
-    return _test_only(path or DATA_DIR / HELDOUT_V3)
+def load_heldout_blind(path: Path | None = None) -> list[Example]:
+    """The held-out set by two writers who saw none of the project's files, with everyday frustrations and
+    mundane plans and goodbyes among its hard negatives: test-only."""
+    return _test_only(path or DATA_DIR / HELDOUT_BLIND)
 
 
-def load_heldout_v4(path: Path | None = None) -> list[Example]:
-    """The fresh held-out messages of round 4 (v4): all test-only, never used for training or threshold choice."""
-    return _test_only(path or DATA_DIR / HELDOUT_V4)
+def load_heldout_distant(path: Path | None = None) -> list[Example]:
+    """The held-out set with no line within a difflib similarity of 0.75 of any other safety file's (two blind
+    writers, the blind set's categories): test-only."""
+    return _test_only(path or DATA_DIR / HELDOUT_DISTANT)
 
 
-def load_heldout_v5(path: Path | None = None) -> list[Example]:
-    """The fresh held-out messages written after round 4 (v5), read by the shipped model only: all test-only,
-    never used for training or threshold choice."""
-    return _test_only(path or DATA_DIR / HELDOUT_V5)
+def load_heldout_multilingual(path: Path | None = None) -> list[Example]:
+    """The multilingual held-out messages (16 languages), written before the multilingual patterns were read
+    against them: all test-only. Categories read `<language>/<label>`, since each language has both labels."""
+    return _by_language(_test_only(path or DATA_DIR / HELDOUT_MULTILINGUAL))
 
 
-def load_heldout_ml(path: Path | None = None) -> list[Example]:
-    """The multilingual held-out messages (ml1: 16 languages, the language as the category), written before the
-    multilingual patterns were read against them: all test-only. Categories read `<language>/<label>`, since
-    each language has both labels."""
-    return _by_language(_test_only(path or DATA_DIR / HELDOUT_ML))
+def load_heldout_multilingual_confirm(path: Path | None = None) -> list[Example]:
+    """The multilingual confirmation set (the same 16 languages, another blind writer), written after the
+    multilingual patterns and the language gate shipped, to confirm the multilingual set's figures: all
+    test-only. Categories read `<language>/<label>`."""
+    return _by_language(_test_only(path or DATA_DIR / HELDOUT_MULTILINGUAL_CONFIRM))
 
 
-def load_heldout_ml2(path: Path | None = None) -> list[Example]:
-    """The second multilingual held-out set (ml2: the same 16 languages, another blind writer), written after the
-    multilingual patterns and the language gate shipped, to confirm ml1's figures: all test-only. Categories read
-    `<language>/<label>`."""
-    return _by_language(_test_only(path or DATA_DIR / HELDOUT_ML2))
-
-
-def load_dev_ml(path: Path | None = None) -> list[Example]:
-    """The multilingual development set (mldev, a second writer): what the multilingual patterns were written
+def load_dev_multilingual(path: Path | None = None) -> list[Example]:
+    """The multilingual development set (a second writer): what the multilingual patterns were written
     against; free to read, never a held-out figure. Categories read `<language>/<label>`."""
-    return _by_language(_training_only(path or DATA_DIR / DEV_ML))
+    return _by_language(_training_only(path or DATA_DIR / DEV_MULTILINGUAL))
 
 
 def _by_language(rows: list[Example]) -> list[Example]:
@@ -248,30 +247,51 @@ def load_ordinary() -> list[Example]:
 
 def load_meeting_openings() -> list[Example]:
     """Openings of the bundled meeting scenarios (questions about a meeting) as everyday negatives, keeping the
-    scenarios' own train/test split (the shipped classifier predates them and never saw either split)."""
+    scenarios' own train/test split (the test split is measured, never trained on)."""
     from mascot.data import load_scenarios
 
     return [Example(s.opening, "negative", "meeting", "test" if s.split == "test" else "train", False)
             for s in load_scenarios("bundled") if s.setting == "meeting" and s.opening]
 
 
-def message_training_examples(untrained: Iterable[str] = (), extra: bool = True, round3: bool = True,
-                              round4: bool = True, round5: bool = False) -> list[Example]:
-    """The message classifier's training examples, in training order: the training split of the labelled
-    messages, of the everyday scenario openings and of the meeting openings, then (with `extra`) the round-2
-    training messages, then (with `round3`) the round-3 training messages and the retired v2 set, then (with
-    `round4`) the round-4 training messages, then (with `round5`, off by default: tried in stop 21 and not
-    shipped, docs/safety.md) the multilingual development set; minus the
-    categories in `untrained` (those a saved model predates) and the lines excluded as near-paraphrases of
-    held-out lines."""
+@dataclass(frozen=True)
+class TrainingSets:
+    """Which training-only sets join the message classifier's base pool (the training splits of the labelled
+    messages, the everyday scenario openings and the meeting openings). The defaults are the shipped model's;
+    the multilingual development set is off: as training lines it cost English recall (docs/safety.md)."""
+
+    confusable: bool = True
+    farewells_plans: bool = True
+    retired_heldout: bool = True
+    everyday: bool = True
+    multilingual_dev: bool = False
+
+    @classmethod
+    def of_model(cls, meta: dict) -> TrainingSets:
+        """The sets a saved classifier was trained on, from its metadata (`training_sets`; none when absent)."""
+        saved = meta.get("training_sets", {})
+        return cls(**{f.name: bool(saved.get(f.name, False)) for f in fields(cls)})
+
+    def as_dict(self) -> dict[str, bool]:
+        return asdict(self)
+
+
+def message_training_examples(untrained: Iterable[str] = (), sets: TrainingSets = TrainingSets()) -> list[Example]:
+    """The message classifier's training examples, in training order: the base pool, then each set switched on
+    in `sets` in the order of `TrainingSets`' fields; minus the categories in `untrained` (those a saved model
+    was trained without) and the lines excluded as near-paraphrases of held-out lines."""
     skip = set(untrained)
-    pool = load_messages() + load_ordinary() + load_meeting_openings() + (load_train_extra() if extra else [])
-    if round3:
-        pool += load_train_extra3() + load_retired_v2()
-    if round4:
-        pool += load_train_extra4()
-    if round5:
-        pool += load_dev_ml()
+    pool = load_messages() + load_ordinary() + load_meeting_openings()
+    if sets.confusable:
+        pool += load_train_confusable()
+    if sets.farewells_plans:
+        pool += load_train_farewells_plans()
+    if sets.retired_heldout:
+        pool += load_retired_heldout()
+    if sets.everyday:
+        pool += load_train_everyday()
+    if sets.multilingual_dev:
+        pool += load_dev_multilingual()
     excluded = load_excluded()
     seen: set[str] = set()
     out = []

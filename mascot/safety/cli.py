@@ -1,0 +1,88 @@
+"""`python -m mascot safety train|thresholds|eval`: fit the crisis classifiers and measure the detector.
+
+`train` cross-validates on the training split only and writes the classifiers (`mascot.safety.training.pipeline`);
+`thresholds` re-derives the message thresholds from the saved out-of-fold scores; `eval` scores every held-out
+set (`mascot.safety.evaluation`), and `--json` also writes the figures that docs/safety.md quotes and the tests
+re-check. This module only parses arguments: importing it loads no model.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from mascot.errors import InputError
+from mascot.safety.evaluation import REPORT, evaluate, print_report
+from mascot.safety.training.data import TrainingSets
+from mascot.safety.training.fitting import FitConfig
+from mascot.safety.training.pipeline import (
+    FIT_EPOCHS,
+    FIT_LAYERS,
+    FIT_LR,
+    LEXICAL_WEIGHT,
+    SHIP_CHOICES,
+    rethreshold,
+    train,
+)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    sub = p.add_subparsers(dest="safety_command", required=True)
+    t = sub.add_parser("train", help="cross-validate thresholds and fit the classifiers (CPU, minutes)")
+    t.add_argument("--folds", type=int, default=3)
+    t.add_argument("--epochs", type=int, default=FIT_EPOCHS)
+    t.add_argument("--layers", type=int, default=FIT_LAYERS, help="top encoder layers adapted by the LoRA")
+    t.add_argument("--lr", type=float, default=FIT_LR)
+    t.add_argument("--no-augment", action="store_true", help="do not add a noisy variant of each training line")
+    t.add_argument("--no-confusable", action="store_true",
+                   help="leave out the lines of the categories the classifier confused (crisis_train_confusable.txt)")
+    t.add_argument("--no-farewells-plans", action="store_true",
+                   help="leave out the farewells, plans and look-alike lines (crisis_train_farewells_plans.txt)")
+    t.add_argument("--no-retired-heldout", action="store_true",
+                   help="leave out the retired held-out set (crisis_heldout_retired.txt; `eval` then measures on it)")
+    t.add_argument("--no-everyday", action="store_true",
+                   help="leave out the everyday-life lines (crisis_train_everyday.txt)")
+    t.add_argument("--multilingual-dev", action="store_true",
+                   help="add the multilingual development lines (crisis_dev_multilingual.txt; not shipped: English "
+                        "recall fell, docs/safety.md)")
+    t.add_argument("--lexical-weight", type=float, default=LEXICAL_WEIGHT,
+                   help="weight of the character n-gram model in the message score, 0 to 1 (0: the encoder alone)")
+    t.add_argument("--only", choices=["messages", "replies"], default=None)
+    t.add_argument("--ship", choices=SHIP_CHOICES, default="fold",
+                   help="fold: ship the first cross-validation fold's model, trained like the models whose scores set "
+                        "the thresholds (default); refit: refit on the whole training split (its scores are more "
+                        "confident, so the thresholds transfer badly, see docs/safety.md)")
+    t.add_argument("--out", type=Path, default=None, help="write the classifiers under this folder instead of the shipped one")
+    sub.add_parser("thresholds", help="re-derive the message thresholds from the saved out-of-fold scores (seconds)")
+    e = sub.add_parser("eval", help="measure the detector on the held-out sets")
+    e.add_argument("--json", type=Path, default=None, help=f"also write the figures as JSON (the shipped ones: {REPORT})")
+    e.add_argument("--latency-runs", type=int, default=300, help="messages timed (each once)")
+    e.add_argument("--model-dir", type=Path, default=None,
+                   help="measure the message classifier saved under this folder (by `safety train --out`) instead of the shipped one")
+
+
+def training_sets(args: argparse.Namespace) -> TrainingSets:
+    """The training-only sets the `train` flags switch on."""
+    return TrainingSets(confusable=not args.no_confusable, farewells_plans=not args.no_farewells_plans,
+                        retired_heldout=not args.no_retired_heldout, everyday=not args.no_everyday,
+                        multilingual_dev=args.multilingual_dev)
+
+
+def main(args: argparse.Namespace) -> int:
+    if args.safety_command == "train":
+        cfg = FitConfig(layers=args.layers, epochs=args.epochs, lr=args.lr, augment=not args.no_augment)
+        train(cfg, args.folds, args.ship, args.out, args.only, training_sets(args), args.lexical_weight)
+        return 0
+    if args.safety_command == "thresholds":
+        rethreshold()
+        return 0
+    if args.latency_runs < 1:
+        raise InputError("--latency-runs must be at least 1.")
+    report = evaluate(args.latency_runs, args.model_dir)
+    print_report(report)
+    if args.json:
+        tmp = args.json.with_suffix(".tmp")
+        tmp.write_text(json.dumps(report, indent=1), encoding="utf-8")
+        tmp.replace(args.json)
+    return 0

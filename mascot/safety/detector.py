@@ -1,0 +1,308 @@
+"""The crisis detector on user messages: layered, measured, and failing safe. Figures and method: docs/safety.md.
+
+Layers (`CrisisDetector.check`):
+1. patterns (`mascot.safety.patterns`): a small high-precision list, English and 19 other languages; a hit
+   is a crisis;
+2. the semantic classifier (`mascot.safety.classifier`): the bundled MiniLM encoder fine-tuned on the
+   shipped labelled messages, with thresholds chosen by cross-validation (crisis, concern, context floor); it
+   reads English, so on a message that does not (`mascot.safety.language`) it can give *concern* at most;
+3. context: the last three user turns are also scored together: "I have a plan" after "I can't go on" is a
+   crisis, after "I failed my driving test" it is not; a harmless turn right after a crisis turn is still
+   *concern*;
+4. optionally an LLM judge (`mascot.safety.llm_judge`, off by default) that may upgrade a gray-zone *concern*
+   to *crisis* on an `openai`/`vllm` backend.
+
+Tiers: *crisis* (the fixed reply replaces the group), *concern* (the group answers, but the pack's concern
+opener first asks about safety and where to get help), *none* (`mascot.safety.responses`). Any internal error
+returns *concern*. The same object runs the output check on persona replies (`check_reply`, `guard`;
+`mascot.safety.guard`).
+
+Every decision goes to the detector's event log (`events`, a `SafetyLog`: tier, score and layer, never the
+text); a detector built without one records nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from mascot.safety.events import INPUT, OUTPUT, SafetyLog
+from mascot.safety.guard import ReplyGuard, ReplyVerdict, judge_reply
+from mascot.safety.language import reads_as_english
+from mascot.safety.patterns import HARM_WORDS, match_concern, match_pattern, normalise
+from mascot.safety.text import clip, has_words
+
+if TYPE_CHECKING:
+    from mascot.backends.base import Backend
+    from mascot.group.dialogue import Directive
+    from mascot.group.personas import Persona
+    from mascot.safety.classifier import Classifier
+    from mascot.safety.llm_judge import LLMGrayZoneJudge
+
+log = logging.getLogger(__name__)
+
+CRISIS, CONCERN, NONE = "crisis", "concern", "none"
+CONTEXT_TURNS = 3
+
+# A short message with no word of self-harm, death or means, decided alone (no suspicious earlier turn), needs a
+# classifier score of SHORT_CONCERN for *concern*: the concern threshold (0.0033) sits where short everyday lines
+# land ("hello there" 0.006, "tell me more" 0.22, "I don't know" 0.004: 4 of 30 everyday chat lines were
+# *concern*). Checked against the held-out sets before shipping: no crisis line there falls under the rule.
+# Such a message decided alone is also never more than *concern* from the classifier: the crisis reply replaces
+# the group's answer, and the encoder can give odd short lines crisis scores ("I have a plan to pass next
+# time." 0.74); patterns and the context still make short lines a crisis ("i want to kms", "I have a plan." after
+# "I can't go on"), and the concern opener still asks about safety.
+SHORT_WORDS, SHORT_CONCERN = 5, 0.3
+
+# A plan, a time, means at hand or a farewell. Alone such a line is often harmless ("I have a plan for the
+# weekend"); right after a turn that already read as ideation (*concern* or above) it is a crisis. Decided alone,
+# a line that matches it but uses no word of harm is at most *concern* (the encoder can read "I have a plan to
+# pass next time." as a crisis, 0.74): a persona asks about safety instead of the group being replaced.
+ESCALATION = re.compile(
+    r"\b(?:i(?:'ve| have) (?:got )?a plan|i(?:'ve| have) decided|i know (?:how|when|where)|i(?:'m| am) (?:going|gonna) "
+    r"(?:to )?do it|(?:it|i)(?:'s| is| will be|'ll be) (?:going to be )?(?:tonight|tomorrow|this (?:week(?:end)?|evening))|"
+    r"(?:got|have|bought|ready) (?:the |my |some )?(?:pills|rope|gun|blade|razor)|wrote (?:letters|a letter|goodbye)|"
+    r"goodbye (?:note|letter)s?|going there tonight|after every(?:one|body)(?:'s| is) asleep)", re.I)
+
+# Indecision: "should I", "I don't know if/what", "not sure whether". Found in multi-turn chat probes: after a failed
+# driving test "I just don't know if I should even try again." scored 0.95, a sick cat's surgery "I don't know what
+# the right choice is." 0.81 and "Not sure if I should tell my mom." 0.87, so the crisis reply replaced the group
+# (training lines of everyday indecision cost recall instead, docs/safety.md). Decided alone, such a line with no
+# word of harm (`HARM_WORDS`) and none of going on living (`DESPAIR_WORDS`: "I don't know if I can keep going"
+# stays a crisis) is at most *concern*: a persona asks about safety and names where to get help instead. Checked
+# against every English held-out set, the training pool and the everyday openings: no held-out crisis line falls
+# under the rule (tests/test_safety.py::test_indecision_alone_is_at_most_concern).
+INDECISION = re.compile(
+    r"\b(?:i (?:just |really |honestly )?(?:don'?t|do not) know (?:if|whether|what|which|how)|"
+    r"(?:not|never) (?:sure|certain) (?:if|whether|what|which)|i can'?t (?:decide|choose|make up my mind)|"
+    r"should i (?:even |just |really )?(?:try|bother|keep|go|do|say|tell|choose|pick|take|stay|leave|quit)|"
+    r"torn between|what (?:the right|the best) (?:choice|decision|thing) is)", re.I)
+DESPAIR_WORDS = re.compile(
+    r"\b(?:keep going|go on|carry on|be here|here anymore|live|living|lives?|alive|exist\w*|make it|hold on|"
+    r"survive|wak(?:e|ing) up|point|anymore|disappear\w*|gone|end|ending|over|escape|stop)\b", re.I)
+
+
+
+@dataclass(frozen=True)
+class CrisisResult:
+    """One decision on a user message: tier, score (0..1), the layer that decided, the pattern name."""
+
+    is_crisis: bool
+    matched: str = ""
+    tier: str = NONE
+    score: float = 0.0
+    layer: str = ""
+
+    @property
+    def is_concern(self) -> bool:
+        return self.tier == CONCERN
+
+
+def _result(tier: str, score: float, layer: str, matched: str = "") -> CrisisResult:
+    return CrisisResult(tier == CRISIS, matched, tier, round(float(score), 4), layer)
+
+
+class CrisisDetector:
+    """The layered detector; thresholds come from the classifier's cross-validated metadata.
+
+    `classifier` / `reply_classifier`: the message and reply classifiers (default: the shipped ones, loaded on
+    first use, once per process); `use_classifier=False` runs the patterns alone. `events`: the log every
+    decision is recorded in (None: nothing is recorded). `llm_judge`: the optional gray-zone judge
+    (`mascot.safety.llm_judge.make_gray_zone_judge`)."""
+
+    def __init__(self, classifier: Classifier | None = None, reply_classifier: Classifier | None = None,
+                 use_classifier: bool = True, events: SafetyLog | None = None,
+                 llm_judge: LLMGrayZoneJudge | None = None) -> None:
+        self._classifier = classifier
+        self._reply_classifier = reply_classifier
+        self.use_classifier = use_classifier
+        self.events = events
+        self.llm_judge = llm_judge
+
+    @classmethod
+    def load(cls, events: SafetyLog | None = None, llm_judge: LLMGrayZoneJudge | None = None) -> CrisisDetector:
+        """The shipped detector with both classifiers loaded now (a missing model fails here, not on the first
+        message); the classifiers are loaded once per process and shared by every detector."""
+        from mascot.safety.classifier import load_classifier
+
+        return cls(load_classifier("messages"), load_classifier("replies"), events=events, llm_judge=llm_judge)
+
+    @property
+    def classifier(self) -> Classifier:
+        if self._classifier is None:
+            from mascot.safety.classifier import load_classifier
+
+            self._classifier = load_classifier("messages")
+        return self._classifier
+
+    @property
+    def reply_classifier(self) -> Classifier:
+        if self._reply_classifier is None:
+            from mascot.safety.classifier import load_classifier
+
+            self._reply_classifier = load_classifier("replies")
+        return self._reply_classifier
+
+    @property
+    def thresholds(self) -> tuple[float, float]:
+        """(crisis, concern) thresholds on the classifier's probability."""
+        t = self.classifier.meta["thresholds"]
+        return float(t["crisis"]), float(t["concern"])
+
+    @property
+    def context_floor(self) -> float:
+        """How suspicious a message must be alone before earlier turns may make it a crisis (or before
+        its window with them is scored at all)."""
+        t = self.classifier.meta["thresholds"]
+        return float(t.get("context", t["concern"]))
+
+    def record(self, kind: str, tier: str, score: float, layer: str, session_id: str = "") -> None:
+        """Write one decision to the event log, if the detector has one."""
+        if self.events is not None:
+            self.events.record(kind, tier, score, layer, session_id)
+
+    # -- user messages
+    def check(self, text: str | None, history: Sequence[str] = (), judge: LLMGrayZoneJudge | None = None,
+              session_id: str = "", record: bool = True) -> CrisisResult:
+        """Decide the tier of `text` given the earlier user turns `history` (oldest first); `judge` overrides
+        the detector's `llm_judge`. With `record`, the decision goes to the event log.
+
+        Never raises: an internal error is logged and returns *concern*."""
+        try:
+            result = self._check(text, list(history), judge if judge is not None else self.llm_judge)
+        except Exception as exc:  # noqa: BLE001 - fail safe on anything, by design
+            log.exception("crisis check failed (%s); failing safe to concern", type(exc).__name__)
+            result = _result(CONCERN, 0.0, "error")
+        if record:
+            self.record(INPUT, result.tier, result.score, result.layer, session_id)
+            if result.tier != NONE:
+                log.warning("crisis check: tier=%s score=%.3f layer=%s session=%s", result.tier, result.score,
+                            result.layer, session_id)
+        return result
+
+    def _check(self, text: str | None, history: list[str], judge: LLMGrayZoneJudge | None) -> CrisisResult:
+        clean = clip(text or "")
+        matched = match_pattern(clean)
+        if matched:
+            return _result(CRISIS, 1.0, "pattern", matched)
+        english = reads_as_english(clean)
+        # outside English the classifier cannot read the message: gray-zone words (means, goodbyes) give a concern
+        gray = "" if english else match_concern(clean)
+        if not self.use_classifier:
+            return _result(CONCERN, 0.0, "pattern-concern", gray) if gray else _result(NONE, 0.0, "pattern")
+        result = self._classified(clean, history, judge)
+        if not english and result.tier == CRISIS and result.layer != "llm":
+            # the classifier reads English; outside it, its crisis reading is only a concern (mascot.safety.language)
+            return _result(CONCERN, result.score, "classifier-language")
+        if gray and result.tier == NONE:
+            return _result(CONCERN, result.score, "pattern-concern", gray)
+        return result
+
+    def _classified(self, clean: str, history: list[str], judge: LLMGrayZoneJudge | None) -> CrisisResult:
+        """The classifier and context layers' decision on a message no pattern matched."""
+        previous = [clip(t) for t in history[-(CONTEXT_TURNS - 1) :] if t and has_words(t)]
+        if not has_words(clean) and not previous:
+            return _result(NONE, 0.0, "empty")
+        t_crisis, t_concern = self.thresholds
+        floor = self.context_floor
+        # Each earlier turn alone (cached: each was scored when it was the latest message).
+        s_turns = [float(v) for v in self.classifier.score(previous)] if previous else []
+        msg = clean if has_words(clean) else ""
+        if not s_turns or max(s_turns) < floor:
+            # No earlier turn is even faintly suspicious alone: they can neither raise nor explain away this
+            # message, so it is decided alone (one encoder pass instead of a batch of three).
+            s_msg = float(self.classifier.score([msg])[0])
+            tier = CRISIS if s_msg >= t_crisis else CONCERN if s_msg >= t_concern else NONE
+            norm = normalise(clean)
+            harmless_words = tier != NONE and not HARM_WORDS.search(norm)
+            if harmless_words and len(clean.split()) <= SHORT_WORDS:
+                if tier == CRISIS:  # short and harmless-sounding: a persona asks instead of replacing the group
+                    return _result(CONCERN, s_msg, "classifier-short")
+                if s_msg < SHORT_CONCERN:
+                    return _result(NONE, s_msg, "classifier-short")  # "hello there", "tell me more" (see SHORT_WORDS)
+            if harmless_words and tier == CRISIS:  # a plan or a time alone, or "should I ...?" alone: a persona asks
+                if ESCALATION.search(norm):
+                    return _result(CONCERN, s_msg, "classifier-plan")  # (see ESCALATION)
+                if INDECISION.search(norm) and not DESPAIR_WORDS.search(norm):
+                    return _result(CONCERN, s_msg, "classifier-indecision")  # (see INDECISION)
+            return _result(tier, s_msg, "classifier")
+        window = "\n".join([*previous, clean])
+        earlier = "\n".join(clip(t) for t in history[-CONTEXT_TURNS:] if t and has_words(t))
+        s_msg, s_win, s_prev = (float(v) for v in self.classifier.score([msg, window, earlier]))
+        if s_msg >= t_crisis and s_win >= floor:  # the context does not explain it away
+            return _result(CRISIS, s_msg, "classifier")
+        if max(s_turns) >= t_concern and ESCALATION.search(normalise(clean)):  # ideation, then a plan or means
+            return _result(CRISIS, max(s_turns), "context")
+        if s_win >= t_crisis and s_msg >= floor:  # read with the earlier turns, this message is a crisis
+            return _result(CRISIS, s_win, "context")
+        if max(s_msg, s_win) >= t_concern:  # either reading is in the gray zone
+            if judge is not None and judge.confirms_crisis([*previous, clean]):
+                return _result(CRISIS, max(s_msg, s_win), "llm")
+            return _result(CONCERN, max(s_msg, s_win), "classifier" if s_msg >= s_win else "context")
+        if s_prev >= t_crisis:
+            return _result(CONCERN, s_prev, "context")  # right after a crisis turn, keep asking about safety
+        return _result(NONE, max(s_msg, s_win), "classifier")
+
+    # -- persona replies
+    def check_reply(self, text: str | None, session_id: str = "", record: bool = True,
+                    classifier: bool = True, risky: bool = True) -> ReplyVerdict:
+        """Whether a persona reply encourages self-harm or gives means (`mascot.safety.guard.judge_reply`). Never
+        raises: on an internal error the reply is blocked (replaced by the safe text). `classifier=False` runs the
+        patterns only (for a reply's first few words, which the classifier, trained on whole replies, misreads).
+        `risky=False` (the chat, when the user's message was *none*): the classifier may only block text that
+        uses a word of self-harm, death or means (`HARM_WORDS`)."""
+        use = self.use_classifier and classifier
+        try:
+            verdict = judge_reply(text or "", (lambda: self.reply_classifier) if use else None, risky)
+        except Exception as exc:  # noqa: BLE001 - fail safe on anything, by design
+            log.exception("output check failed (%s); replacing the reply", type(exc).__name__)
+            verdict = ReplyVerdict(True, 0.0, "error")
+        if record:
+            self.record(OUTPUT, "replaced" if verdict.blocked else "passed", verdict.score, verdict.layer, session_id)
+            if verdict.blocked:
+                log.warning("output check replaced a reply: score=%.3f layer=%s session=%s", verdict.score, verdict.layer, session_id)
+        return verdict
+
+    def guard(self, session_id: str = "", risky: bool = True) -> ReplyGuard:
+        """A guard for one streamed persona reply (`mascot.safety.guard.ReplyGuard`)."""
+        return ReplyGuard(self, session_id, risky)
+
+
+_DETECTOR: list[CrisisDetector] = []
+
+
+def default_detector() -> CrisisDetector:
+    """A detector with the shipped classifiers and no event log (it records nothing), made once per process: for
+    checks outside a chat session (warm-up, tests, scripts). A chat builds its own with its log."""
+    if not _DETECTOR:
+        _DETECTOR.append(CrisisDetector())
+    return _DETECTOR[0]
+
+
+def check_crisis(text: str, history: Sequence[str] = (), session_id: str = "") -> CrisisResult:
+    """Decide the tier of `text` (given earlier user turns) with `default_detector()` (nothing is recorded)."""
+    return default_detector().check(text, history, session_id=session_id)
+
+
+# -- Compatibility names for callers that have not switched yet (mascot/group/chat.py, app/chat_tab.py,
+# tests/test_chat.py): the fixed texts live in `mascot.safety.responses`, the judge in `mascot.safety.llm_judge`.
+# Remove this block once they import from there.
+from mascot.safety.responses import CRISIS_REPLY, CRISIS_SPEAKER, with_help_note  # noqa: E402,F401
+
+
+def concern_directive(roster: Sequence[Persona]) -> Directive:
+    """Compatibility: the first persona of `roster` opens the concern round (`mascot.safety.responses.concern_directive`
+    takes the pack's concern opener instead)."""
+    from mascot.safety.responses import concern_directive as directive_for
+
+    return directive_for(roster[0])
+
+
+def make_gray_zone_judge(backend: Backend | None, enabled: bool = False) -> LLMGrayZoneJudge | None:
+    """Compatibility: `mascot.safety.llm_judge.make_gray_zone_judge`, off unless `enabled` is passed."""
+    from mascot.safety.llm_judge import make_gray_zone_judge as make
+
+    return make(backend, enabled)
