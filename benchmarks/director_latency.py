@@ -16,12 +16,13 @@ import statistics
 import time
 from pathlib import Path
 
-
 from mascot.backends import load_backend
-from mascot.dialogue import Turn
-from mascot.director import DirectorState, make_director
-from mascot.engine import Engine, EngineConfig
-from mascot.personas import load_pack
+from mascot.files.model_files import use_cache_dir
+from mascot.group.dialogue import Turn
+from mascot.group.director import DirectorState, make_director
+from mascot.group.engine import Engine, EngineConfig
+from mascot.group.personas import load_pack
+from mascot.settings import Settings, apply_process_defaults
 from mascot.simusers import load_scripts
 
 
@@ -41,8 +42,12 @@ def main() -> int:
     ap.add_argument("--modes", default="trained,prompted,round-robin,random")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
+    settings = Settings.from_env()
+    apply_process_defaults()
+    use_cache_dir(settings.cache_dir)
     pack = load_pack("emotional-support")
-    backend = load_backend(args.backend, model="embedded")  # before torch: llama.cpp's OpenMP keeps its own policy
+    # before torch: llama.cpp's OpenMP keeps its own policy
+    backend = load_backend(args.backend, **{**settings.backend_options(), "model": "embedded"})
     import torch
 
     torch.set_num_threads(args.threads)

@@ -1,6 +1,6 @@
-"""Batched vs one-at-a-time candidate generation on CPU with the embedded model (issue 4, Performance).
+"""Batched vs one-at-a-time candidate generation on CPU with the embedded model (README, Performance).
 
-The same speaker prompts (bundled training scenarios x personas, built by mascot.prompts exactly as
+The same speaker prompts (bundled training scenarios x personas, built by mascot.group.prompts exactly as
 stage-1 candidate generation builds them) are generated once per batch size through the shared
 TransformersBackend, and candidates/second are compared. Two modes:
 
@@ -9,7 +9,7 @@ TransformersBackend, and candidates/second are compared. Two modes:
 - engine: the live speaker settings (sampling, stop strings, EOS); candidates stop when they are
           done, so a batch waits for its longest member: what training actually sees.
 
-    HF_HUB_OFFLINE=1 PYTHONPATH=. .venv/bin/python benchmarks/generation_batching.py --json runs/bench/batching.json
+    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/generation_batching.py --json runs/bench/batching.json
 """
 
 from __future__ import annotations
@@ -22,19 +22,22 @@ import time
 from pathlib import Path
 from typing import Any
 
+from mascot.files.model_files import use_cache_dir
+from mascot.settings import Settings, apply_process_defaults
+
 # On a shared CPU, OpenMP threads that spin-wait for a descheduled sibling make every decode step
 # 20-60x slower (measured here: 35 ms -> 2.3 s per step). Passive waiting removes that collapse; it
 # must be set before torch starts its thread pool.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+apply_process_defaults()
 
 import torch  # noqa: E402
 
-from mascot.backends.base import GenerationParams  # noqa: E402, Messages
-from mascot.backends.hf import TransformersBackend  # noqa: E402
+from mascot.backends.base import GenerationParams, Messages  # noqa: E402
+from mascot.backends.transformers_backend import TransformersBackend  # noqa: E402
 from mascot.data import load_scenarios  # noqa: E402
-from mascot.personas import load_pack  # noqa: E402
-from mascot.prompts import speaker_messages  # noqa: E402
-from mascot.speaker import Speaker  # noqa: E402
+from mascot.group.personas import load_pack  # noqa: E402
+from mascot.group.prompts import speaker_messages  # noqa: E402
+from mascot.group.speaker import Speaker  # noqa: E402
 
 
 def build_prompts(n: int, pack_name: str) -> list[Messages]:
@@ -90,6 +93,7 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     ap.add_argument("--json", default=None, help="also write the results to this JSON file")
     args = ap.parse_args()
+    use_cache_dir(Settings.from_env().cache_dir)  # where the embedded model's transformers copy is kept
     if args.threads:
         torch.set_num_threads(args.threads)
 

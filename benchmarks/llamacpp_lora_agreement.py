@@ -1,4 +1,4 @@
-"""How closely the project's PEFT -> GGUF LoRA converter reproduces peft (issue 8, correctness).
+"""How closely the project's PEFT -> GGUF LoRA converter reproduces peft.
 
 For each shipped tiny-cpu adapter (the three speakers and the director) and for random-initialised LoRAs
 (all projections; q/k only), the logit change (adapter minus base) on a fixed prompt under transformers+peft
@@ -6,12 +6,12 @@ For each shipped tiny-cpu adapter (the three speakers and the director) and for 
 formats of the same model:
 - `f32`: the embedded model's exact de-quantised values (what transformers computes with), so llama.cpp
   and peft differ only by the converter and arithmetic order: this isolates the converter;
-- `q8_0` (the backend's default) and `native` (the Q4_1 file as served): llama.cpp's quantised kernels also
+- `q8_0` (the backend's default on CPUs without AVX512-BF16) and `native` (the Q4_1 file as served): llama.cpp's quantised kernels also
   round the activations to 8 bits, a noise of about 0.2 std on the logit change, which weak adapters sit near.
 Each shipped adapter is also measured with its effect scaled x4 (`scaled_adapter`), and the q/k-only LoRA is
 converted without the llama.cpp q/k head permutation, to show what the permutation is for.
 
-    HF_HUB_OFFLINE=1 PYTHONPATH=. .venv/bin/python benchmarks/llamacpp_lora_agreement.py [--weights f32,q8_0,native]
+    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/llamacpp_lora_agreement.py [--weights f32,q8_0,native]
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ import tempfile
 from pathlib import Path
 from unittest import mock
 
-import mascot.backends.llamacpp_lora as conv
+import mascot.backends.llamacpp.lora as conv
 from mascot.backends.llamacpp import LlamaCppBackend
-from mascot.backends.llamacpp_check import load_hf_base, logit_change_correlation, random_lora, scaled_adapter
+from mascot.backends.llamacpp.check import load_hf_base, logit_change_correlation, random_lora, scaled_adapter
 
 RUN = Path(__file__).resolve().parents[1] / "checkpoints" / "tiny-cpu"
 ALL = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
@@ -40,6 +40,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--weights", default="f32,q8_0,native")
     args = ap.parse_args()
+    from mascot.files.model_files import use_cache_dir
+    from mascot.settings import Settings, apply_process_defaults
+
+    settings = Settings.from_env()
+    apply_process_defaults()
+    use_cache_dir(settings.cache_dir)  # the converted LoRAs, the re-encoded weights and the transformers copy
     hf = load_hf_base()
     formats = [w.strip() for w in args.weights.split(",") if w.strip()]
     table: dict[str, dict[str, float]] = {}
@@ -49,7 +55,7 @@ def main() -> None:
         for weights in formats:
             llm = LlamaCppBackend("embedded", n_ctx=1024, n_seq=1, weights=weights)
 
-            def put(row: str, value: float) -> None:
+            def put(row: str, value: float, weights: str = weights) -> None:
                 table.setdefault(row, {})[weights] = value
 
             for name, d in shipped():

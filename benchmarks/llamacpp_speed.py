@@ -1,4 +1,4 @@
-"""CPU chat speed, side by side in one run (issue 8): plain llama-cpp-python (no adapter, the reference),
+"""CPU chat speed, side by side in one run: plain llama-cpp-python (no adapter, the reference),
 the project's llamacpp backend with the persona adapters switching every turn (its default: bfloat16 weights on
 CPUs with AVX512-BF16, else Q8_0, re-encoded once from the embedded Q4_1 file, for prompts and batches, and the
 file's Q4_1 weights for decoding a single reply; `MASCOT_LLAMACPP_WEIGHTS` picks the first format, and
@@ -16,7 +16,7 @@ Reported per engine:
 - peak RSS with all persona adapters loaded.
 Targets: decode >= 0.85x plain, first token <= 0.5 s, group turn <= 4 s, batched >= 2x one-at-a-time.
 
-    HF_HUB_OFFLINE=1 PYTHONPATH=. .venv/bin/python benchmarks/llamacpp_speed.py [--rounds 3] [--json runs/bench/llamacpp.json]
+    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/llamacpp_speed.py [--rounds 3] [--json runs/bench/llamacpp.json]
 """
 
 from __future__ import annotations
@@ -45,8 +45,8 @@ MESSAGES = [
 def speaker_prompts(n: int, persona: str | None = None) -> list[tuple[str, list[dict[str, str]]]]:
     """(persona key, chat) for n speaker turns over bundled scenarios, personas in turn (or one persona)."""
     from mascot.data import load_scenarios
-    from mascot.personas import load_pack
-    from mascot.prompts import speaker_messages
+    from mascot.group.personas import load_pack
+    from mascot.group.prompts import speaker_messages
 
     pack = load_pack("emotional-support")
     scenarios = [s for s in load_scenarios("bundled", split="train") if s.setting == pack.setting]
@@ -55,25 +55,28 @@ def speaker_prompts(n: int, persona: str | None = None) -> list[tuple[str, list[
     return out[:n]
 
 
-def load(kind: str, threads: int | None) -> tuple[Any, Any]:
-    """(backend or plain Llama, engine or None); adapters from checkpoints/ attached for the engines."""
+def load(kind: str, threads: int | None, options: dict[str, Any]) -> tuple[Any, Any]:
+    """(backend or plain Llama, engine or None); adapters from checkpoints/ attached for the engines.
+    `options`: the backend options from `MASCOT_*` (`Settings.backend_options`); `threads` wins when given."""
     if kind == "plain":
-        from mascot.backends.llamacpp import import_llama_cpp
-        from mascot.models import embedded_gguf
+        from mascot.backends.llamacpp.runtime import import_llama_cpp
+        from mascot.files.model_files import embedded_gguf
 
-        ll = import_llama_cpp()
+        ll = import_llama_cpp(str(options.get("omp_wait_policy") or ""))
         n = threads or len(os.sched_getaffinity(0))
         return ll.Llama(str(embedded_gguf()), n_ctx=2048, n_threads=n, n_threads_batch=n, verbose=False), None
     from mascot.backends import load_backend
-    from mascot.checkpoints import find_run
-    from mascot.engine import Engine, EngineConfig
-    from mascot.personas import load_pack
+    from mascot.files.checkpoints import find_run
+    from mascot.group.engine import Engine, EngineConfig
+    from mascot.group.personas import load_pack
 
-    # llamacpp: the defaults (Q8_0 prompts, single replies decoding on the file's Q4_1); llamacpp-W: W throughout
+    # llamacpp: the options as set (by default Q8_0 or bf16 prompts, single replies decoding on the file's Q4_1);
+    # llamacpp-W: W throughout
     weights = kind.split("-", 1)[1] if kind.startswith("llamacpp-") else None  # llamacpp-native, llamacpp-q8_0, ...
     kind = "llamacpp" if weights else kind
-    backend = load_backend(kind, model="embedded", dtype="bfloat16", device="cpu", threads=threads, weights=weights,
-                           decode_weights="same" if weights else None)
+    chosen = {"weights": weights, "decode_weights": "same"} if weights else {}
+    backend = load_backend(kind, **{**options, "model": "embedded", "dtype": "bfloat16", "device": "cpu",
+                                    "threads": threads or options.get("threads"), **chosen})
     engine = Engine(EngineConfig(backend=kind), backend, run_dir=find_run(str(ROOT / "checkpoints")))
     warnings = engine.attach_adapters(load_pack("emotional-support"))
     if warnings:
@@ -108,13 +111,13 @@ def decode_rates(kind: str, obj: Any, prompts: list, params: Any) -> tuple[list[
 
 
 def group_turns(backend: Any, rounds: int, mode: str) -> dict[str, float]:
-    from mascot.chat import DirectiveEvent, GroupChat, TokenEvent
-    from mascot.dialogue import Dialogue
-    from mascot.personas import load_pack
+    from mascot.group.chat import DirectiveEvent, GroupChat, TokenEvent
+    from mascot.group.dialogue import Dialogue
+    from mascot.group.personas import load_pack
 
     pack = load_pack("emotional-support")
     first, turn, speakers = [], [], []
-    for r in range(rounds + 1):  # round 0 warms up
+    for r in range(rounds + 1):  # the first turn warms up
         group = GroupChat(backend, pack.active, mode=mode, max_speakers=3)
         t0 = time.perf_counter()
         got, n = None, 0
@@ -152,8 +155,8 @@ def batched(backend: Any, prompts: list, params: Any, prefix: str = "") -> dict[
     return out
 
 
-def measure(kind: str, rounds: int, mode: str, threads: int | None) -> dict[str, Any]:
-    obj, _engine = load(kind, threads)
+def measure(kind: str, rounds: int, mode: str, threads: int | None, options: dict[str, Any]) -> dict[str, Any]:
+    obj, _engine = load(kind, threads, options)
     from mascot.backends.base import GenerationParams
 
     decode = GenerationParams(max_new_tokens=64, temperature=0.0)
@@ -164,7 +167,7 @@ def measure(kind: str, rounds: int, mode: str, threads: int | None) -> dict[str,
     row: dict[str, Any] = {"kind": kind, "speaker_prompt_first_token_s": statistics.median(firsts),
                            "decode_tok_s": statistics.median(rates)}
     if kind.startswith("llamacpp"):  # the same comparison interleaved prompt by prompt, so load swings hit both alike
-        plain, _ = load("plain", obj.threads)
+        plain, _ = load("plain", obj.threads, options)
         pairs = [(decode_rates("plain", plain, [p], decode)[1], decode_rates(kind, obj, [p], decode)[1]) for p in prompts[:6]]
         pairs = [(a[0], b[0]) for a, b in pairs if a and b]
         row["interleaved_plain_decode_tok_s"] = statistics.median(a for a, _ in pairs)
@@ -179,7 +182,7 @@ def measure(kind: str, rounds: int, mode: str, threads: int | None) -> dict[str,
         row.update({"rr_first_token_s": rr["first_token_s"], "rr_group_turn_s": rr["group_turn_s"],
                     "rr_speakers_per_turn": rr["speakers_per_turn"]})
         print(f"  {kind}: group turns done ({row['group_turn_s']:.1f} s)", file=sys.stderr, flush=True)
-        from mascot.speaker import Speaker
+        from mascot.group.speaker import Speaker
 
         engine_params = Speaker(obj).params.with_(stop=())  # the speakers' sampling and budget, no early stop
         row.update(batched(obj, speaker_prompts(16, "anchor"), engine_params))
@@ -216,8 +219,15 @@ def main() -> None:
     ap.add_argument("--out", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--json", default=None, help="also write the results here")
     args = ap.parse_args()
+    from mascot.files.model_files import use_cache_dir
+    from mascot.settings import Settings, apply_process_defaults
+
+    settings = Settings.from_env()  # MASCOT_LLAMACPP_* and MASCOT_CACHE_DIR, as the chat reads them
+    apply_process_defaults()  # children inherit it, as chat processes set it
+    use_cache_dir(settings.cache_dir)
     if args.only:
-        Path(args.out).write_text(json.dumps(measure(args.only, args.rounds, args.mode, args.threads)))
+        Path(args.out).write_text(json.dumps(measure(args.only, args.rounds, args.mode, args.threads,
+                                                     settings.backend_options())))
         return
     load_before = os.getloadavg()
     rows, threads = [], args.threads

@@ -1,4 +1,4 @@
-"""How far each llama.cpp weight format moves the embedded model from its own Q4_1 file (issue 8).
+"""How far each llama.cpp weight format moves the embedded model from its own Q4_1 file.
 
 The backend serves re-encoded weights for prompts, batches and scoring (`MASCOT_LLAMACPP_WEIGHTS`: `auto` picks
 `bf16` on CPUs with AVX512-BF16, else `q8_0`). A format is only worth its speed if the model keeps predicting
@@ -7,9 +7,9 @@ assistant reply prefilled, this reads the next-token distribution at the last 60
 (`native`) and under each format, and reports the mean, 95th percentile and maximum KL(native || format) in
 nats and how often the greedy token agrees.
 
-    HF_HUB_OFFLINE=1 PYTHONPATH=. .venv/bin/python benchmarks/llamacpp_weights_kl.py [--weights q8_0,bf16,f32]
+    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/llamacpp_weights_kl.py [--weights q8_0,bf16,f32]
 
-Measured on AMD EPYC, 2 cores (stop 21; benchmarks/results/llamacpp_weights_kl.json): q8_0 mean 0.0046
+Measured on AMD EPYC, 2 cores (benchmarks/results/llamacpp_weights_kl.json): q8_0 mean 0.0046
 (greedy agreement 0.963), bf16 0.0025 (0.975), f32 0.0024 (0.971).
 """
 
@@ -33,12 +33,13 @@ def log_probs(x: np.ndarray) -> np.ndarray:
     return x - np.log(np.exp(x).sum(-1, keepdims=True))
 
 
-def positions(weights: str, chats: list, last: int) -> np.ndarray:
+def positions(weights: str, chats: list, last: int, cache_dir: str) -> np.ndarray:
     """Log-probabilities at the last `last` positions of every chat, stacked."""
     from mascot.backends.base import GenerationParams
     from mascot.backends.llamacpp import LlamaCppBackend
 
-    backend = LlamaCppBackend("embedded", n_ctx=1024, n_seq=1, threads=2, weights=weights, decode_weights="same")
+    backend = LlamaCppBackend("embedded", n_ctx=1024, n_seq=1, threads=2, weights=weights, decode_weights="same",
+                              cache_dir=cache_dir)
     params = GenerationParams(max_new_tokens=1, prefill=REPLY)
     return np.concatenate([log_probs(backend.logits(chat, params)[-last:]) for chat in chats])
 
@@ -50,16 +51,19 @@ def main() -> None:
     ap.add_argument("--last", type=int, default=60, help="positions read at the end of each prompt")
     ap.add_argument("--json", default=None, help="also write the results here")
     args = ap.parse_args()
-    from mascot.backends.llamacpp import import_llama_cpp
+    from mascot.backends.llamacpp.runtime import import_llama_cpp
+    from mascot.settings import Settings, apply_process_defaults
 
-    import_llama_cpp()
+    settings = Settings.from_env()
+    apply_process_defaults()
+    import_llama_cpp(settings.llamacpp_omp_wait_policy)
     from llamacpp_speed import speaker_prompts
 
     chats = [c for _, c in speaker_prompts(args.prompts, "anchor")]
-    ref = positions("native", chats, args.last)
+    ref = positions("native", chats, args.last, settings.cache_dir)
     rows = {}
     for w in [w.strip() for w in args.weights.split(",") if w.strip()]:
-        lp = positions(w, chats, args.last)
+        lp = positions(w, chats, args.last, settings.cache_dir)
         kl = (np.exp(ref) * (ref - lp)).sum(-1)
         rows[w] = {"kl_mean": float(kl.mean()), "kl_p95": float(np.quantile(kl, 0.95)), "kl_max": float(kl.max()),
                    "greedy_agreement": float((ref.argmax(-1) == lp.argmax(-1)).mean()), "positions": int(len(kl))}

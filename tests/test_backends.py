@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from mascot.backends import GenerationParams, load_backend
-from mascot.backends.hf import TransformersBackend
+from mascot.backends.transformers_backend import TransformersBackend
 from mascot.errors import BackendError, ConfigError
 
 MSG = [{"role": "user", "content": "hello there"}]
@@ -139,3 +139,19 @@ def test_embedded_model_streams_real_text():
     assert be.info().dtype == "bfloat16"
     text = "".join(be.stream([{"role": "user", "content": "Say hello in five words."}], GenerationParams(max_new_tokens=12, seed=0)))
     assert len(text.split()) >= 2
+
+
+def test_the_llamacpp_path_imports_no_training_stack():
+    """Chat on llama.cpp starts without torch, transformers, peft or scipy (seconds of start-up), and the
+    registry and the build probe import neither numpy nor llama_cpp."""
+    import subprocess
+    import sys
+
+    code = ("import sys\n"
+            "import mascot.backends, mascot.backends.llamacpp.probe\n"
+            "light = sorted(m for m in ('numpy', 'llama_cpp') if m in sys.modules)\n"
+            "import mascot.backends.llamacpp.backend\n"
+            "heavy = sorted(m for m in ('torch', 'transformers', 'peft', 'scipy') if m in sys.modules)\n"
+            "print(light, heavy)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[] []", out.stdout + out.stderr

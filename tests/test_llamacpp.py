@@ -12,9 +12,10 @@ import numpy as np
 import pytest
 
 from mascot.backends import GenerationParams, load_backend, resolve_kind
-from mascot.backends.llamacpp import LlamaCppBackend, resolve_weights
-from mascot.backends.llamacpp_check import load_hf_base, logit_change_correlation, random_lora, scaled_adapter
-from mascot.backends.llamacpp_lora import BaseShape, convert_lora
+from mascot.backends.llamacpp import LlamaCppBackend
+from mascot.backends.llamacpp.check import load_hf_base, logit_change_correlation, random_lora, scaled_adapter
+from mascot.backends.llamacpp.lora import BaseShape, convert_lora
+from mascot.backends.llamacpp.weights import resolve_weights
 from mascot.errors import BackendError
 
 CKPT = Path(__file__).resolve().parents[1] / "checkpoints" / "tiny-cpu" / "speakers"
@@ -26,7 +27,7 @@ GREEDY = GenerationParams(max_new_tokens=16, temperature=0.0)
 @pytest.fixture(scope="module")
 def strong(tmp_path_factory) -> dict[str, Path]:
     """The shipped anchor/beacon adapters with their effect scaled x4, so that greedy outputs of base, A and B
-    differ: the re-shipped speakers alone leave this prompt's first 16 greedy tokens unchanged."""
+    differ: the shipped speakers alone leave this prompt's first 16 greedy tokens unchanged."""
     root = tmp_path_factory.mktemp("strong")
     return {key: scaled_adapter(CKPT / key, root / key, 4.0) for key in ("anchor", "beacon")}
 
@@ -40,6 +41,7 @@ def llm(strong) -> LlamaCppBackend:
 
 
 # --------------------------------------------------------------------- generation
+@pytest.mark.model
 def test_stream_equals_generate_and_stops(llm):
     out = llm.generate([MSG], GREEDY)[0]
     assert out.completion_tokens > 0 and out.text
@@ -50,6 +52,7 @@ def test_stream_equals_generate_and_stops(llm):
     assert llm.generate([MSG], GREEDY.with_(max_new_tokens=3))[0].completion_tokens == 3
 
 
+@pytest.mark.model
 def test_seeds_and_temperature(llm):
     p = GenerationParams(max_new_tokens=20, temperature=1.0, top_p=0.95, seed=7)
     a, b = (llm.generate([MSG], p)[0].text for _ in range(2))
@@ -58,6 +61,7 @@ def test_seeds_and_temperature(llm):
     assert len(others | {a}) > 1, "different seeds must give different samples"
 
 
+@pytest.mark.model
 def test_prefill_is_not_repeated(llm):
     out = llm.generate([MSG], GREEDY.with_(prefill='{"speaker": "'))[0].text
     assert not out.startswith('{"speaker"')
@@ -76,11 +80,12 @@ def _at_first_divergence(llm, a: str, b: str) -> list[str]:
     return [piece(ta[: k + 1]), piece(tb[: k + 1])]
 
 
+@pytest.mark.model
 def test_batched_generation_matches_one_at_a_time(llm):
     """Batched greedy decoding is as good as one-at-a-time under the single-context model.
 
     llama.cpp's kernels round differently for other batch shapes, so a greedy near-tie can flip ("I'm
-    sorry to hear that" vs "I'm sorry for your loss", 0.1 nats apart; the round-5 Anchor on the haiku chat:
+    sorry to hear that" vs "I'm sorry for your loss", 0.1 nats apart; an earlier trained Anchor on the haiku chat:
     "Konban| y" vs "Konban|ma", 0.27 nats apart in a flat distribution), after which the two replies go their
     own ways; exact text equality is therefore not the contract. At the first token where a batched reply
     leaves the one-at-a-time reply for its own chat, its token must score within 0.5 nats of the other one,
@@ -109,6 +114,7 @@ def test_batched_generation_matches_one_at_a_time(llm):
         assert [c.text for c in llm.generate(chats, params, adapter=adapter)][:1] == [batched[0].text]
 
 
+@pytest.mark.model
 def test_continuous_batching_answers_more_chats_than_slots_in_order(llm, monkeypatch):
     """Six chats on four batch slots, then on a KV budget that holds only two at once: finished replies hand
     their slot (which holds the shared card) to the next chat, and every chat gets its own reply, in order, as
@@ -134,6 +140,7 @@ def test_continuous_batching_answers_more_chats_than_slots_in_order(llm, monkeyp
             assert mine >= theirs - 0.5, (b.text, one.text)
 
 
+@pytest.mark.model
 def test_switching_a_b_a_gives_fresh_context_output_for_b(llm, strong):
     """A -> B -> A on one context: B's greedy output equals a fresh context that only ever ran B.
 
@@ -157,6 +164,7 @@ def test_switching_a_b_a_gives_fresh_context_output_for_b(llm, strong):
         llm.generate([MSG], GREEDY, adapter="nope")
 
 
+@pytest.mark.model
 def test_score_matches_logits(llm):
     names = ["Anchor", "Beacon", "zebra quantum"]
     p = GREEDY.with_(prefill='{"speaker": "')
@@ -182,6 +190,7 @@ def _logprob_sum(llm: LlamaCppBackend, tokens: list[int], start: int, adapter: s
     return float(total)
 
 
+@pytest.mark.model
 def test_auto_resolves_to_llamacpp_on_cpu_and_registry_lists_it(tiny_model_dir):
     assert resolve_kind("auto") == "llamacpp"
     assert resolve_kind("auto", str(tiny_model_dir)) == "transformers"  # a transformers folder, no .gguf in it
@@ -190,6 +199,7 @@ def test_auto_resolves_to_llamacpp_on_cpu_and_registry_lists_it(tiny_model_dir):
 
 
 # ---------------------------------------------------------------- weight formats
+@pytest.mark.model
 def test_default_weights_follow_the_cpu(llm):
     """`auto` serves bfloat16 where this llama.cpp build reports AVX512-BF16 kernels, Q8_0 elsewhere."""
     info = llm.ll.llama_print_system_info().decode()
@@ -200,6 +210,7 @@ def test_default_weights_follow_the_cpu(llm):
     assert resolve_weights("auto", fake) == "q8_0"
 
 
+@pytest.mark.model
 @pytest.mark.parametrize("weights", ["q8_0", "bf16"])
 def test_reencoded_weights_keep_the_models_predictions(weights):
     """The Q8_0 and bfloat16 re-encodings of the Q4_1 file predict like the file itself: logits correlate and
@@ -213,6 +224,7 @@ def test_reencoded_weights_keep_the_models_predictions(weights):
     assert LlamaCppBackend("embedded", n_ctx=1024, n_seq=1, weights=weights).path == backend.path  # converted once
 
 
+@pytest.mark.model
 def test_single_replies_decode_on_the_files_weights_after_a_q8_0_prompt(llm):
     """By default a single reply's prompt is decoded on the main weights (Q8_0 or bfloat16) and its keys and values handed to a second model on
     the file's Q4_1 weights, which decodes the rest: the handed-over cache predicts like a Q4_1 prefill, with or
@@ -242,6 +254,7 @@ def test_single_replies_decode_on_the_files_weights_after_a_q8_0_prompt(llm):
     assert 0 < out.completion_tokens <= GREEDY.max_new_tokens and out.text  # the trained Anchor may stop early
 
 
+@pytest.mark.model
 def test_refused_hand_over_falls_back_to_the_main_weights(strong, monkeypatch):
     """If llama.cpp refuses the rewritten state, the reply is still generated (on the main weights) and later
     replies stop trying the decoder."""
@@ -264,6 +277,7 @@ def test_unknown_weight_format_names_the_valid_ones():
         LlamaCppBackend("embedded", weights="q2_k")
 
 
+@pytest.mark.model
 def test_score_groups_many_continuations_and_reuses_the_prompt(llm):
     """More continuations than one scoring batch holds give the same numbers as scoring each alone, and the
     next call with a longer prompt decodes only what was added."""
@@ -290,6 +304,7 @@ def test_missing_and_corrupt_gguf(tmp_path):
         LlamaCppBackend(str(bad))
 
 
+@pytest.mark.model
 def test_adapter_errors(llm, tmp_path, tiny_model_dir):
     from tests.test_backends import make_lora
 
@@ -317,9 +332,10 @@ def test_adapter_errors(llm, tmp_path, tiny_model_dir):
     assert "other" not in llm.adapters and "broken" not in llm.adapters
 
 
+@pytest.mark.model
 def test_engine_falls_back_to_prompted_with_warning(llm, tmp_path, tiny_model_dir):
-    from mascot.engine import Engine, EngineConfig
-    from mascot.personas import load_pack
+    from mascot.group.engine import Engine, EngineConfig
+    from mascot.group.personas import load_pack
     from tests.test_backends import make_lora
 
     pack = load_pack("emotional-support").copy()
@@ -331,11 +347,12 @@ def test_engine_falls_back_to_prompted_with_warning(llm, tmp_path, tiny_model_di
 
 
 # ---------------------------------------------------------------- the converter
+@pytest.mark.model
 def test_converter_writes_adapter_metadata_and_permuted_q_k(tmp_path, llm):
     import gguf
     from safetensors.numpy import load_file
 
-    from mascot.backends.llamacpp_lora import permute_rows
+    from mascot.backends.llamacpp.lora import permute_rows
 
     out = convert_lora(CKPT / "anchor", llm.shape, out_dir=tmp_path)
     assert convert_lora(CKPT / "anchor", llm.shape, out_dir=tmp_path) == out  # cached by content hash
@@ -354,6 +371,30 @@ def test_converter_writes_adapter_metadata_and_permuted_q_k(tmp_path, llm):
     np.testing.assert_array_equal(tensors["blk.20.attn_v.weight.lora_b"], v_b)
 
 
+def test_adapter_tensors_are_read_without_torch(tmp_path):
+    """The converter reads safetensors with numpy alone: float32 as stored, bfloat16 widened exactly, the same
+    values torch reads; a file that is not safetensors is an error."""
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    from mascot.backends.llamacpp.lora import read_safetensors
+
+    torch.manual_seed(0)
+    tensors = {"b.weight": torch.randn(3, 5), "a.weight": torch.randn(4, 2).to(torch.bfloat16),
+               "c.weight": torch.randn(2, 2).to(torch.float16)}
+    save_file(tensors, tmp_path / "t.safetensors")
+    got = read_safetensors(tmp_path / "t.safetensors")
+    want = {k: v.float().numpy() for k, v in load_file(str(tmp_path / "t.safetensors")).items()}
+    assert list(got) == sorted(want)
+    for k in want:
+        assert got[k].dtype == np.float32
+        np.testing.assert_array_equal(got[k], want[k])
+    (tmp_path / "bad.safetensors").write_bytes(b"\x00garbage")
+    with pytest.raises(ValueError):
+        read_safetensors(tmp_path / "bad.safetensors")
+
+
+@pytest.mark.model
 def test_rslora_alpha(tmp_path, llm):
     import gguf
 
@@ -372,6 +413,7 @@ def hf_model():
     return load_hf_base()
 
 
+@pytest.mark.model
 @pytest.mark.slow
 @pytest.mark.parametrize("key", ["anchor", "beacon", "catalyst"])
 def test_shipped_adapter_changes_logits_like_peft(llm, hf_model, key, tmp_path):
@@ -382,6 +424,7 @@ def test_shipped_adapter_changes_logits_like_peft(llm, hf_model, key, tmp_path):
     assert x4 >= 0.95 and raw >= 0.85, f"{key}: logit-change correlation x4 {x4:.3f} (>= 0.95), raw {raw:.3f} (>= 0.85)"
 
 
+@pytest.mark.model
 @pytest.mark.slow
 def test_shipped_adapters_change_logits_like_peft_on_reference_weights(hf_model):
     """On the exact de-quantised weights (`f32`), llama.cpp computes with the values transformers uses, so the
@@ -393,6 +436,7 @@ def test_shipped_adapters_change_logits_like_peft_on_reference_weights(hf_model)
     assert all(r >= 0.95 for r in got.values()), got
 
 
+@pytest.mark.model
 @pytest.mark.slow
 def test_random_lora_changes_logits_like_peft_and_needs_the_permutation(llm, hf_model, tmp_path, monkeypatch):
     every = random_lora(hf_model, tmp_path / "rand", ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"], 0)
@@ -400,7 +444,7 @@ def test_random_lora_changes_logits_like_peft_and_needs_the_permutation(llm, hf_
     r_all = logit_change_correlation(llm, hf_model, every, "rand")
     r_qk = logit_change_correlation(llm, hf_model, qk, "qk")
     assert r_all >= 0.95 and r_qk >= 0.95, (r_all, r_qk)
-    import mascot.backends.llamacpp_lora as conv
+    import mascot.backends.llamacpp.lora as conv
 
     monkeypatch.setattr(conv, "permute_rows", lambda w, n_head: w)  # the converter without the permutation
     unpermuted = conv.convert_lora(qk, llm.shape, out_dir=tmp_path / "noperm")
@@ -411,9 +455,9 @@ def test_random_lora_changes_logits_like_peft_and_needs_the_permutation(llm, hf_
 # ------------------------------------------- engine, chat handlers and API on the llamacpp backend
 @pytest.fixture
 def llm_engine(llm):
-    from mascot.checkpoints import find_run
-    from mascot.engine import Engine, EngineConfig
-    from mascot.personas import load_pack
+    from mascot.files.checkpoints import find_run
+    from mascot.group.engine import Engine, EngineConfig
+    from mascot.group.personas import load_pack
 
     engine = Engine(EngineConfig(backend="llamacpp"), llm, run_dir=find_run(str(CKPT.parents[1])))
     engine.attach_adapters(load_pack("emotional-support"))
@@ -421,6 +465,7 @@ def llm_engine(llm):
     return engine
 
 
+@pytest.mark.model
 @pytest.mark.slow
 def test_chat_handlers_stream_trained_speakers_on_llamacpp(llm_engine, tmp_path):
     from app.chat_tab import ChatHandlers
@@ -435,6 +480,8 @@ def test_chat_handlers_stream_trained_speakers_on_llamacpp(llm_engine, tmp_path)
     assert "llamacpp" in h.status(session) and "Anchor, Catalyst, Beacon" in h.status(session)
 
 
+@pytest.mark.model
+@pytest.mark.live
 @pytest.mark.slow
 def test_gradio_client_api_on_llamacpp(llm_engine, port, tmp_path):
     from gradio_client import Client

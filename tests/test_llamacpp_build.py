@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from mascot.backends import llamacpp_probe, resolve_kind
+from mascot.backends import resolve_kind
+from mascot.backends.llamacpp import probe as llamacpp_probe
 
 ROOT = Path(__file__).resolve().parents[1]
 _spec = importlib.util.spec_from_file_location("llama_cmake_args", ROOT / "scripts" / "llama_cmake_args.py")
@@ -39,8 +40,6 @@ def test_a_crashing_build_makes_auto_fall_back_to_transformers(tmp_path: Path, m
     """A probe that dies by a signal is recorded once; `auto` then picks transformers and says how to rebuild."""
     if importlib.util.find_spec("llama_cpp") is None:
         pytest.skip("llama-cpp-python is not installed")
-    monkeypatch.setenv("MASCOT_CACHE_DIR", str(tmp_path))
-    monkeypatch.delenv("MASCOT_LLAMACPP_PROBE", raising=False)
     calls: list[int] = []
     crash = "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)\n"
     monkeypatch.setattr(llamacpp_probe, "PROBE", crash)
@@ -53,18 +52,21 @@ def test_a_crashing_build_makes_auto_fall_back_to_transformers(tmp_path: Path, m
     monkeypatch.setattr(llamacpp_probe, "probe", counted)
     llamacpp_probe.llamacpp_runs.cache_clear()
     try:
-        assert resolve_kind("auto") == "transformers"
+        assert resolve_kind("auto", cache_dir=tmp_path) == "transformers"
         records = list((tmp_path / "llamacpp-probe").glob("*.json"))
         assert len(records) == 1
         saved = json.loads(records[0].read_text())
         assert saved["ok"] is False and "signal 11" in saved["why"]
         llamacpp_probe.llamacpp_runs.cache_clear()
-        assert resolve_kind("auto") == "transformers" and len(calls) == 1  # the verdict is read back, not re-probed
-        assert resolve_kind("llamacpp") == "llamacpp"  # an explicit choice is never overridden
+        assert resolve_kind("auto", cache_dir=tmp_path) == "transformers" and len(calls) == 1  # the verdict is read back, not re-probed
+        assert resolve_kind("llamacpp", cache_dir=tmp_path) == "llamacpp"  # an explicit choice is never overridden
+        # probe=False (MASCOT_LLAMACPP_PROBE=0) trusts the build without asking the recorded verdict
+        assert resolve_kind("auto", cache_dir=tmp_path, probe=False) == "llamacpp" and len(calls) == 1
     finally:
         llamacpp_probe.llamacpp_runs.cache_clear()
 
 
+@pytest.mark.model
 def test_the_installed_build_passes_the_probe() -> None:
     """The build `make` installs (AMX off) decodes here: the probe a crashed -march=native build failed."""
     if importlib.util.find_spec("llama_cpp") is None:

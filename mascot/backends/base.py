@@ -31,7 +31,7 @@ class GenerationParams:
     stop: tuple[str, ...] = ()
     prefill: str = ""
 
-    def with_(self, **changes: Any) -> "GenerationParams":
+    def with_(self, **changes: Any) -> GenerationParams:
         return replace(self, **changes)
 
 

@@ -51,7 +51,7 @@ class FakeBackend(Backend):
         self.calls: list[FakeCall] = []
         self.chunk_size = chunk_size
 
-    def enqueue(self, *texts: str) -> "FakeBackend":
+    def enqueue(self, *texts: str) -> FakeBackend:
         """Queue replies returned (in order) by the next generate/stream calls."""
         self.queue.extend(texts)
         return self

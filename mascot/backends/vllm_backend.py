@@ -11,7 +11,7 @@ from typing import Any
 
 from mascot.backends.base import Backend, BackendInfo, Completion, GenerationParams, Messages, cut_at_stop
 from mascot.errors import BackendError
-from mascot.models import resolve_model
+from mascot.files.model_files import resolve_model
 
 
 class VLLMBackend(Backend):

@@ -14,7 +14,6 @@ import hashlib
 import importlib.util
 import json
 import logging
-import os
 import subprocess
 import sys
 from functools import lru_cache
@@ -24,7 +23,8 @@ log = logging.getLogger(__name__)
 
 # One greedy token from the embedded GGUF: enough to run the CPU kernels that fault (matmul, tile config).
 PROBE = (
-    "import sys\n"
+    "import os, sys\n"
+    "os.environ['OMP_NUM_THREADS'] = '1'  # a one-thread decode needs no OpenMP pool beside it\n"
     "from llama_cpp import Llama\n"
     "m = Llama(model_path=sys.argv[1], n_ctx=64, n_threads=1, verbose=False)\n"
     "m.create_completion('Hello', max_tokens=1, temperature=0.0)\n"
@@ -52,12 +52,11 @@ def _key(lib: Path) -> str:
 
 def probe(gguf: Path | None = None) -> tuple[bool, str]:
     """Run one decode in a child process: (it worked, what happened)."""
-    from mascot.models import embedded_gguf
+    from mascot.files.model_files import embedded_gguf
 
     model = str(gguf or embedded_gguf())
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
     try:
-        out = subprocess.run([sys.executable, "-c", PROBE, model], capture_output=True, text=True, timeout=TIMEOUT_S, env=env)
+        out = subprocess.run([sys.executable, "-c", PROBE, model], capture_output=True, text=True, timeout=TIMEOUT_S)
     except subprocess.TimeoutExpired:
         return False, f"a one-token decode did not finish in {TIMEOUT_S} s"
     if out.returncode == 0 and "llamacpp-ok" in out.stdout:
@@ -68,18 +67,19 @@ def probe(gguf: Path | None = None) -> tuple[bool, str]:
     return False, f"a one-token decode exited with code {out.returncode}: {tail[0][:200]}"
 
 
-@lru_cache(maxsize=1)
-def llamacpp_runs() -> bool:
-    """True when the installed llama.cpp decodes on this CPU (probed once per build, then cached on disk).
-    `MASCOT_LLAMACPP_PROBE=0` skips the probe and trusts the build."""
-    if os.environ.get("MASCOT_LLAMACPP_PROBE", "1") == "0":
+@lru_cache(maxsize=4)
+def llamacpp_runs(cache_dir: str | Path | None = None, enabled: bool = True) -> bool:
+    """True when the installed llama.cpp decodes on this CPU (probed once per build, then remembered under
+    `<cache_dir>/llamacpp-probe/`; None: the default model cache). `enabled=False` trusts the build unprobed."""
+    if not enabled:
         return True
     lib = _library()
     if lib is None:
         return False
-    from mascot.models import cache_dir
+    from mascot.files.model_files import default_cache_dir
 
-    record = cache_dir() / "llamacpp-probe" / f"{_key(lib)}.json"
+    root = Path(cache_dir) if cache_dir else default_cache_dir()
+    record = root / "llamacpp-probe" / f"{_key(lib)}.json"
     try:
         return bool(json.loads(record.read_text(encoding="utf-8"))["ok"])
     except (OSError, ValueError, KeyError):

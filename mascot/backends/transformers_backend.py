@@ -16,7 +16,7 @@ from typing import Any
 
 from mascot.backends.base import Backend, BackendInfo, Completion, GenerationParams, Messages, cut_at_stop
 from mascot.errors import BackendError
-from mascot.models import resolve_model
+from mascot.files.model_files import resolve_model
 
 log = logging.getLogger(__name__)
 
@@ -178,9 +178,7 @@ class TransformersBackend(Backend):
 
     def stream(self, messages: Messages, params: GenerationParams, adapter: str | None = None) -> Iterator[str]:
         import torch
-        from transformers import TextIteratorStreamer
-
-        from transformers import StoppingCriteria, StoppingCriteriaList
+        from transformers import StoppingCriteria, StoppingCriteriaList, TextIteratorStreamer
 
         streamer = TextIteratorStreamer(self.tokenizer, skip_prompt=True, skip_special_tokens=True)
         errors: list[BaseException] = []

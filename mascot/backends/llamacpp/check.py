@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from mascot.backends.base import GenerationParams, Messages
-from mascot.backends.llamacpp import LlamaCppBackend
+from mascot.backends.llamacpp.backend import LlamaCppBackend
 
 PROMPT: Messages = [{"role": "system", "content": "You are Anchor, a calm and steady friend."},
                     {"role": "user", "content": "I failed my driving test again and I feel stupid."}]
@@ -25,7 +25,7 @@ def load_hf_base() -> Any:
     import torch
     from transformers import AutoModelForCausalLM
 
-    from mascot.models import embedded_model_dir
+    from mascot.files.model_files import embedded_model_dir
 
     return AutoModelForCausalLM.from_pretrained(embedded_model_dir(progress=False), dtype=torch.float32).eval()
 
@@ -50,7 +50,7 @@ def scaled_adapter(src: Path, out: Path, factor: float) -> Path:
     """A copy of the PEFT folder `src` whose effect is `factor` times larger (lora_alpha scaled, weights kept).
 
     Why: llama.cpp runs the Q4_1 base with 8-bit activations, which adds noise of about 0.2 (std) to any
-    logit change. A weakly trained adapter (the re-shipped tiny-cpu speakers change logits by about 0.35)
+    logit change. A weakly trained adapter (the shipped tiny-cpu speakers change logits by about 0.35)
     is then measured against that floor rather than against the converter; scaling its effect tests the
     same tensors, names and permutation at a signal-to-noise ratio where a wrong mapping would show."""
     import json

@@ -11,7 +11,7 @@ written with `gguf.GGUFWriter`. It does what llama.cpp's script does for Llama-a
   RoPE layout, so an unpermuted delta would be silently wrong;
 - `use_rslora` (scale alpha/sqrt(r)) is written as alpha*sqrt(r), since llama.cpp scales by alpha/r.
 
-Converted files are cached under `<cache>/lora-gguf/` keyed by a hash of the adapter's files, the base
+Converted files are cached under `<cache_dir>/lora-gguf/` keyed by a hash of the adapter's files, the base
 model's shape and the converter version, and written atomically.
 """
 
@@ -51,7 +51,7 @@ class BaseShape:
     n_ff: int
 
     @classmethod
-    def from_metadata(cls, meta: dict[str, str], source: str = "the model") -> "BaseShape":
+    def from_metadata(cls, meta: dict[str, str], source: str = "the model") -> BaseShape:
         """Read the shape from GGUF key/value metadata (as llama.cpp reports it, all strings)."""
         arch = meta.get("general.architecture", "?")
         try:
@@ -103,14 +103,39 @@ def lora_scale_alpha(cfg: dict, folder: Path) -> float:
     return alpha * math.sqrt(r) if cfg.get("use_rslora") else alpha
 
 
+# safetensors dtypes an adapter may hold -> the little-endian numpy type their bytes are read as
+_SAFETENSORS_DTYPES = {"F64": "<f8", "F32": "<f4", "F16": "<f2", "BF16": "<u2"}
+
+
+def read_safetensors(path: Path) -> dict[str, np.ndarray]:
+    """Every tensor of a safetensors file as float32, read with numpy alone, in name order.
+
+    The format is an 8-byte header length, a JSON header (name -> dtype, shape, byte offsets) and the raw
+    bytes. bfloat16, which numpy lacks, is widened exactly (its 16 bits are the top half of a float32), so
+    loading an adapter never imports torch."""
+    raw = path.read_bytes()
+    size = int.from_bytes(raw[:8], "little")
+    if len(raw) < 8 or 8 + size > len(raw):
+        raise ValueError(f"header of {size} bytes in a file of {len(raw)}")
+    header = json.loads(raw[8:8 + size])
+    body = memoryview(raw)[8 + size:]
+    out: dict[str, np.ndarray] = {}
+    for name in sorted(k for k in header if k != "__metadata__"):
+        spec = header[name]
+        if spec["dtype"] not in _SAFETENSORS_DTYPES:
+            raise ValueError(f"tensor {name} has dtype {spec['dtype']}, not a float type")
+        start, end = spec["data_offsets"]
+        arr = np.frombuffer(body[start:end], dtype=_SAFETENSORS_DTYPES[spec["dtype"]]).reshape(spec["shape"])
+        out[name] = (arr.astype(np.uint32) << 16).view(np.float32) if spec["dtype"] == "BF16" else arr.astype(np.float32)
+    return out
+
+
 def _load_tensors(folder: Path) -> dict[str, np.ndarray]:
     path = folder / "adapter_model.safetensors"
     if not path.exists():
         raise BackendError(f"{folder} has no adapter_model.safetensors: re-save the adapter with safe_serialization=True.")
     try:
-        from safetensors.torch import load_file  # torch reads bf16, which numpy cannot
-
-        return {k: v.float().numpy() for k, v in load_file(str(path)).items()}
+        return read_safetensors(path)
     except Exception as exc:  # truncated or not a safetensors file
         raise BackendError(f"{path} could not be read ({str(exc)[:160]}): the file is corrupt; re-save the adapter.") from exc
 
@@ -154,14 +179,18 @@ def adapter_hash(folder: Path, base: BaseShape) -> str:
     return h.hexdigest()[:24]
 
 
-def convert_lora(folder: str | Path, base: BaseShape, out_dir: str | Path | None = None) -> Path:
-    """Convert a PEFT LoRA folder once; returns the cached GGUF adapter path."""
-    from mascot.models import cache_dir
+def convert_lora(folder: str | Path, base: BaseShape, out_dir: str | Path | None = None,
+                 cache_dir: str | Path | None = None) -> Path:
+    """Convert a PEFT LoRA folder once; returns the GGUF adapter path, in `out_dir` or else in
+    `<cache_dir>/lora-gguf/` (None: the default model cache). An adapter converted before is found by its
+    content hash, without reading its tensors."""
+    from mascot.files.model_files import default_cache_dir
 
     folder = Path(folder)
     cfg = _read_config(folder)
     alpha = lora_scale_alpha(cfg, folder)
-    target = Path(out_dir or cache_dir() / "lora-gguf") / f"{adapter_hash(folder, base)}.gguf"
+    cache = Path(cache_dir) if cache_dir else default_cache_dir()
+    target = Path(out_dir or cache / "lora-gguf") / f"{adapter_hash(folder, base)}.gguf"
     if target.exists():
         return target
     tensors = lora_tensors(folder, cfg, base)

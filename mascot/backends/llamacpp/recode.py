@@ -2,7 +2,8 @@
 
 Why: llama.cpp's CPU matrix kernels for the embedded model's Q4_1 weights process prompts at about 310
 tokens/s on 2 cores here, against about 670 for Q8_0, whose batched kernels (llamafile's tinyBLAS) handle
-several tokens per weight pass (`benchmarks/llamacpp_speed.py --weights` measures both). Prompt prefill
+several tokens per weight pass (`benchmarks/llamacpp_speed.py` measures both: engines
+`llamacpp-native` and `llamacpp-q8_0`). Prompt prefill
 is what a chat turn waits for before its first token, and most of what batched rollouts spend. Q8_0 holds
 every Q4_1 value to within 1/254 of its 32-weight block's largest magnitude (a sixteenth of a Q4_1 step),
 so the model keeps its behaviour (greedy outputs are compared in `tests/test_llamacpp.py`).
@@ -17,7 +18,7 @@ backend's default) picks `bf16` only where llama.cpp reports it.
 `f32` writes the exact de-quantised weights: the reference in which llama.cpp computes like transformers on
 the same values, used to check the LoRA converter apart from quantisation noise.
 
-Files are written once, atomically, to `<cache>/gguf-recode/`, keyed by the source's name, size and
+Files are written once, atomically, to `<cache_dir>/gguf-recode/`, keyed by the source's name, size and
 modification time, the target type and the recoder version, with every metadata field copied
 (chat template and tokenizer included).
 """
@@ -41,26 +42,29 @@ TARGETS = ("native", "q8_0", "bf16", "f32")
 _LOW_BIT = ("Q4_0", "Q4_1", "Q5_0", "Q5_1")
 
 
-def recoded_path(src: Path, target: str) -> Path:
-    from mascot.models import cache_dir
+def recoded_path(src: Path, target: str, cache_dir: str | Path | None = None) -> Path:
+    """Where the re-encoding of `src` as `target` is kept under `cache_dir` (None: the default model cache)."""
+    from mascot.files.model_files import default_cache_dir
 
     st = src.stat()
-    return cache_dir() / "gguf-recode" / f"{src.stem}-{st.st_size}-{st.st_mtime_ns}-{target}-v{RECODE_VERSION}.gguf"
+    root = Path(cache_dir) if cache_dir else default_cache_dir()
+    return root / "gguf-recode" / f"{src.stem}-{st.st_size}-{st.st_mtime_ns}-{target}-v{RECODE_VERSION}.gguf"
 
 
-def recode_gguf(src: str | Path, target: str) -> Path:
-    """The GGUF at `src` with its weights as `target` (`native` returns `src`); converted once and cached."""
+def recode_gguf(src: str | Path, target: str, cache_dir: str | Path | None = None) -> Path:
+    """The GGUF at `src` with its weights as `target` (`native` returns `src`); converted once and cached under
+    `cache_dir` (None: the default model cache)."""
     if target not in TARGETS:
         raise BackendError(f"Unknown llama.cpp weight format {target!r}; valid: {', '.join(TARGETS)} "
-                           "(MASCOT_LLAMACPP_WEIGHTS).")
+                           "(the `weights` option, MASCOT_LLAMACPP_WEIGHTS).")
     src = Path(src)
     if target == "native":
         return src
-    import gguf
-
-    out = recoded_path(src, target)
+    out = recoded_path(src, target, cache_dir)
     if out.exists():
         return out
+    import gguf  # only to convert: a cached file costs no import (about 0.15 s at start-up)
+
     try:
         reader = gguf.GGUFReader(str(src))
     except Exception as exc:  # gguf-py raises ValueError, struct/Index errors or OSError on damaged files
@@ -98,8 +102,8 @@ def recode_gguf(src: str | Path, target: str) -> Path:
         writer.close()
         os.replace(tmp, out)
     except (gguf.quants.QuantError, NotImplementedError, ValueError) as exc:
-        raise BackendError(f"Could not re-encode {src} as {target} ({exc}); set MASCOT_LLAMACPP_WEIGHTS=native "
-                           "to serve the file as it is.") from exc
+        raise BackendError(f"Could not re-encode {src} as {target} ({exc}); set the weights to `native` "
+                           "(MASCOT_LLAMACPP_WEIGHTS=native) to serve the file as it is.") from exc
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
