@@ -21,10 +21,11 @@ LLAMA_CPP_PIN := $(shell grep -E '^llama-cpp-python==' requirements.txt | cut -d
 LLAMA_BUILD = CMAKE_ARGS="$$($(PYTHON) scripts/llama_cmake_args.py)" CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc) \
   $(PY) -m pip install -q --no-cache-dir --force-reinstall --no-deps "$(LLAMA_CPP_PIN)"
 
-$(VENV)/.installed: requirements.txt scripts/llama_cmake_args.py | $(PY)
+$(VENV)/.installed: requirements.txt scripts/llama_cmake_args.py pyproject.toml | $(PY)
 	$(PY) -m pip install -q --upgrade pip
 	$(LLAMA_BUILD)
 	$(PY) -m pip install -q -r requirements.txt
+	$(PY) -m pip install -q --no-deps --no-build-isolation -e .
 	touch $@
 
 $(VENV)/.dev-installed: requirements-dev.txt $(VENV)/.installed
@@ -46,9 +47,10 @@ chromium:
 	  $$SUDO apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends chromium fonts-noto-color-emoji >/dev/null; }
 
-# Convert the embedded GGUF model to a safetensors cache once (progress bar; ~20 s).
+# Prepare the model caches once: the embedded GGUF as safetensors (progress bar; ~20 s), the weights llama.cpp
+# serves, and the crisis detector's merged encoders (each is otherwise made on first use).
 model: $(VENV)/.installed
-	$(PY) -m mascot.models
+	$(PY) -m mascot.files.model_files
 
 run: $(VENV)/.installed
 	$(PY) app.py --host $(HOST) --port $(PORT)
@@ -56,8 +58,12 @@ run: $(VENV)/.installed
 test: setup-dev model
 	$(PY) -m pytest $(PYTEST_ARGS)
 
+# the quick loop: no real model, no training, no live server, no browser
 test-fast: setup-dev
-	$(PY) -m pytest -m "not slow and not browser" $(PYTEST_ARGS)
+	$(PY) -m pytest -m "not model and not train and not live and not browser" $(PYTEST_ARGS)
+
+lint: $(VENV)/.dev-installed
+	$(VENV)/bin/ruff check .
 
 bench: setup model
 	$(PY) benchmarks/chat_latency.py
