@@ -21,7 +21,7 @@ RUN CMAKE_ARGS="$(python scripts/llama_cmake_args.py)" pip install --no-deps "$(
 
 COPY . .
 # bake the converted embedded model into the image so the first start is fast and offline
-RUN python -m mascot.models
+RUN python -m mascot.files.model_files
 
 EXPOSE 7860
 VOLUME ["/data"]

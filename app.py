@@ -9,8 +9,7 @@ from __future__ import annotations
 import argparse
 import logging
 
-from app.server import serve
-from app.settings import Settings
+from mascot.settings import apply_process_defaults
 
 
 def main() -> None:
@@ -23,7 +22,14 @@ def main() -> None:
                    help="serve only the blind annotator page (/ redirects to /annotate/)")
     args = p.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    serve(Settings.from_env(**vars(args)))
+    apply_process_defaults()  # before any library starts an OpenMP thread pool
+    from app.server import serve
+    from app.settings import Settings
+    from mascot.files.model_files import use_cache_dir
+
+    settings = Settings.from_env(**vars(args))
+    use_cache_dir(settings.cache_dir)
+    serve(settings)
 
 
 if __name__ == "__main__":

@@ -23,12 +23,12 @@ from annotation.schemas import StudyConfig
 from annotation.stats import study_stats
 from annotation.store import StudyStore
 from mascot.errors import MascotError
-from mascot.locations import annotation_db_url
+from mascot.settings import Settings
 
 
 def default_db_url() -> str:
     """The app's database: MASCOT_ANNOTATION_DB_URL, else sqlite:///<data_dir>/annotation.db."""
-    return annotation_db_url()
+    return Settings.from_env().annotation_db_url
 
 
 def build_parser() -> argparse.ArgumentParser:

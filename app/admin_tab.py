@@ -3,7 +3,7 @@
 UI wiring only; starting/stopping the subprocess and reading progress live in `mascot.train.launch`.
 Rendered in the researcher app (app/admin.py, ADMIN_TABS) inside `with gr.Tab("Train"):` as
 `render_admin_tab(settings)`. Output folders, recipe files and run cards must lie inside the checkpoints or
-runs folder (`mascot.safe_paths`).
+runs folder (`mascot.files.safe_paths`).
 """
 
 from __future__ import annotations
@@ -18,24 +18,24 @@ import gradio as gr
 from app.security import admin_files
 from app.settings import Settings
 from mascot.errors import MascotError
-from mascot.safe_paths import resolve_inside
-from mascot.train.configs import STEPS
-from mascot.train.recipes import list_recipes
+from mascot.files.safe_paths import resolve_inside
 from mascot.train.launch import (
     PLOT_METRICS,
     STAGES,
-    get_stage,
-    progress_dir,
     TrainingJobs,
     curve_images,
     finished_runs,
+    get_stage,
     metric_points,
     output_for,
+    progress_dir,
     read_progress,
     run_summary_rows,
     status_rows,
     tail,
 )
+from mascot.train.recipes import list_recipes
+from mascot.train.stage1.config import STEPS
 
 STATUS_HEADERS = ["step", "status", "done", "updated", "elapsed s", "message"]
 RUN_HEADERS = ["run", "created", "recipe", "judge", "contexts", "pairs", "RM held-out acc.", "adapters", "minutes"]

@@ -1,4 +1,4 @@
-"""Chat tab: talk with the companion group. UI wiring only; the engine is `mascot.chat.GroupChat`.
+"""Chat tab: talk with the companion group. UI wiring only; the engine is `mascot.group.chat.GroupChat`.
 
 Per-session state (dialogue, the session's copy of the persona pack, seeds) lives in `gr.State`;
 the model is loaded once per process and shared through the `Engine`.
@@ -12,21 +12,23 @@ import random
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import gradio as gr
 
+from app.public_input import clean_history, load_public_pack, registered_packs
 from app.settings import Settings
-from mascot.chat import CrisisEvent, DirectiveEvent, TokenEvent, TurnEvent, validate_message
-from mascot.dialogue import Dialogue, Directive, Turn
-from mascot.director import DIRECTOR_MODES
-from mascot.engine import Engine
 from mascot.errors import MascotError
-from mascot.personas import Persona, PersonaPack, list_packs, load_pack, pack_from_dict
-from mascot.safety import CRISIS_SPEAKER
-from mascot.transcripts import to_json, to_markdown
+from mascot.group.chat import CrisisEvent, DirectiveEvent, TokenEvent, TurnEvent, validate_message
+from mascot.group.dialogue import Dialogue, Directive
+from mascot.group.director import DIRECTOR_MODES
+from mascot.group.engine import Engine
+from mascot.group.personas import Persona, PersonaPack, list_packs, pack_from_dict
+from mascot.group.transcripts import to_json, to_markdown
+from mascot.safety.responses import CRISIS_SPEAKER
 
 log = logging.getLogger(__name__)
 
@@ -50,80 +52,9 @@ class ChatSession:
     session_id: str = field(default_factory=lambda: f"s{random.getrandbits(40):010x}")
 
 
-# Stop flags live outside gr.State (threading.Event cannot be deep-copied), keyed by session id.
-_STOP_FLAGS: dict[str, threading.Event] = {}
-
-
-def stop_flag(session: ChatSession, request: gr.Request | None = None) -> threading.Event:
-    """The stop flag of one browser session (gr.State copies share an id, so prefer the session hash)."""
-    key = getattr(request, "session_hash", None) or session.session_id
-    return _STOP_FLAGS.setdefault(key, threading.Event())
-
-
-# ------------------------------------------------------------------ public input
-def registered_packs(settings: Settings) -> dict[str, str]:
-    """Packs the server's operator registered by path (`MASCOT_PACK=/path/pack.yaml`): {name: path}.
-
-    Public endpoints then accept that pack's *name*, like a bundled one, but never a path."""
-    if not Path(settings.pack).suffix:
-        return {}
-    pack = load_pack(settings.pack)
-    return {pack.name: settings.pack}
-
-
-def load_public_pack(name: str | None, registered: dict[str, str] | None = None) -> PersonaPack:
-    """A bundled (or operator-registered) pack by name; public endpoints never read a pack from a
-    path they are given."""
-    registered = registered or {}
-    packs = list_packs()
-    if isinstance(name, str) and name in registered:
-        return load_pack(registered[name])
-    if not isinstance(name, str) or name not in packs:
-        shown = name if isinstance(name, str) and len(name) <= 60 else "(that value)"
-        raise MascotError(f"Unknown persona pack {shown!r}. Choose one of: {', '.join([*packs, *registered])}.")
-    return load_pack(name)
-
-
-def _short_str(value: Any, limit: int, where: str) -> str:
-    if not isinstance(value, str):
-        raise MascotError(f"{where} must be a string.")
-    if len(value) > limit:
-        raise MascotError(f"{where} is {len(value):,} characters long; the limit is {limit:,}.")
-    return value
-
-
-def clean_history(history: Any, max_turns: int, max_chars: int) -> list[Turn]:
-    """Validate `/chat` history: at most `max_turns` turns of at most `max_chars` characters each.
-
-    Only `speaker`, `text` and the directive's three strings are kept; `meta` keeps plain scalars
-    (never nested objects, so no file reference can ride along in a turn)."""
-    if history is None:
-        return []
-    if not isinstance(history, list):
-        raise MascotError("history must be a list of turns as returned by /chat.")
-    if len(history) > max_turns:
-        raise MascotError(f"history has {len(history):,} turns; the limit is {max_turns:,}. Start a new conversation.")
-    turns: list[Turn] = []
-    for i, raw in enumerate(history):
-        where = f"history[{i}]"
-        if not isinstance(raw, dict):
-            raise MascotError(f"{where} must be a turn object with speaker and text.")
-        speaker = _short_str(raw.get("speaker"), 100, f"{where}.speaker")
-        text = _short_str(raw.get("text"), max_chars, f"{where}.text")
-        d = raw.get("directive")
-        directive = None
-        if d:
-            if not isinstance(d, dict):
-                raise MascotError(f"{where}.directive must be an object with speaker, action and tone.")
-            directive = Directive(*(_short_str(d.get(k, ""), 500, f"{where}.directive.{k}")
-                                    for k in ("speaker", "action", "tone")))
-        meta = raw.get("meta") or {}
-        if not isinstance(meta, dict):
-            raise MascotError(f"{where}.meta must be an object.")
-        kept = {str(k)[:50]: v for k, v in list(meta.items())[:20]
-                if v is None or isinstance(v, (bool, int, float)) or (isinstance(v, str) and len(v) <= 200)}
-        turns.append(Turn(speaker=speaker, text=text, directive=directive, meta=kept))
-    return turns
+def stop_key(session: ChatSession, request: gr.Request | None = None) -> str:
+    """Which stream a Stop click ends (gr.State copies share an id, so prefer the browser's session hash)."""
+    return getattr(request, "session_hash", None) or session.session_id
 
 
 # ------------------------------------------------------------------ rendering
@@ -177,6 +108,9 @@ class ChatHandlers:
         self.engine = engine
         self.settings = settings
         self.registered = registered_packs(settings)
+        # Stop flags of the streams running now (threading.Event cannot live in gr.State, which is deep-copied);
+        # a flag is removed when its stream ends.
+        self._stop_flags: dict[str, threading.Event] = {}
 
     def new_session(self, pack_name: str | None = None) -> ChatSession:
         default = next(iter(self.registered), self.settings.pack)
@@ -186,7 +120,8 @@ class ChatHandlers:
 
     def _group(self, session: ChatSession, mode: str, max_speakers: int, use_adapters: bool):
         return self.engine.group(session.pack.active, mode, max_speakers=int(max_speakers), use_adapters=use_adapters,
-                                 max_message_chars=self.settings.max_message_chars)
+                                 max_message_chars=self.settings.max_message_chars,
+                                 concern_opener=session.pack.concern_opener)
 
     def submit(self, text: str, session: ChatSession) -> tuple[Any, list[dict[str, Any]], ChatSession, str | None, str]:
         """Validate the message; on success show it at once and keep it pending for `respond`.
@@ -216,8 +151,17 @@ class ChatHandlers:
                 manual_pick: list[str] | None, use_adapters: bool,
                 request: gr.Request | None) -> Iterator[tuple[list[dict[str, Any]], ChatSession]]:
         """Run the group (pending_text None = regenerate the last group turn), yielding renders."""
-        flag = stop_flag(session, request)
-        flag.clear()
+        key = stop_key(session, request)
+        flag = self._stop_flags[key] = threading.Event()
+        try:
+            yield from self._run_group(pending_text, session, mode, max_speakers, manual_pick, use_adapters, flag)
+        finally:
+            if self._stop_flags.get(key) is flag:
+                del self._stop_flags[key]
+
+    def _run_group(self, pending_text: str | None, session: ChatSession, mode: str, max_speakers: int,
+                   manual_pick: list[str] | None, use_adapters: bool,
+                   flag: threading.Event) -> Iterator[tuple[list[dict[str, Any]], ChatSession]]:
         try:
             group = self._group(session, mode, max_speakers, use_adapters)
         except MascotError as exc:
@@ -251,7 +195,9 @@ class ChatHandlers:
         yield from self._stream(None, session, mode, max_speakers, manual_pick, use_adapters, request)
 
     def stop(self, session: ChatSession, request: gr.Request | None = None) -> None:
-        stop_flag(session, request).set()
+        flag = self._stop_flags.get(stop_key(session, request))
+        if flag is not None:  # nothing to stop when no stream is running
+            flag.set()
 
     def clear(self, session: ChatSession) -> tuple[list[dict[str, Any]], ChatSession]:
         session.dialogue = Dialogue()
@@ -340,7 +286,8 @@ class ChatHandlers:
             dialogue = Dialogue(turns=clean_history(history, self.settings.max_history_turns,
                                                     self.settings.max_message_chars))
             group = self.engine.group(p.active, mode, max_speakers=int(max_speakers),
-                                      max_message_chars=self.settings.max_message_chars)
+                                      max_message_chars=self.settings.max_message_chars,
+                                      concern_opener=p.concern_opener)
             group.run(dialogue, message, seed=int(seed))
         except (MascotError, KeyError, TypeError, ValueError) as exc:
             raise gr.Error(str(exc)) from exc

@@ -1,6 +1,6 @@
 """The researcher's Safety tab: how many user messages the crisis check put in each tier (crisis,
 concern, none), by deciding layer, and how many persona replies the output check replaced.
-Wiring only: the counts come from `mascot.safety_log`, which never stores message text.
+Wiring only: the counts come from `mascot.safety.events`, which never stores message text.
 
 Call `render_safety_tab(settings)` inside `with gr.Tab("Safety"):` of the researcher (admin) app.
 """
@@ -13,7 +13,7 @@ import gradio as gr
 import pandas as pd
 
 from app.settings import Settings
-from mascot.safety_log import INPUT, OUTPUT, SafetyLog, default_log_path
+from mascot.safety.events import INPUT, OUTPUT, SafetyLog
 
 TIER_ORDER = ("crisis", "concern", "none")
 
@@ -37,7 +37,7 @@ def safety_tables(path: str | Path) -> tuple[pd.DataFrame, pd.DataFrame, pd.Data
 
 def render_safety_tab(settings: Settings) -> None:
     """Build the Safety tab inside the current Blocks context."""
-    path = default_log_path(settings.data_dir)
+    path = settings.safety_log
     gr.Markdown("### Crisis check\nDecisions on user messages since the log began (tier, score and layer are logged; "
                 f"message text never is). Log: `{path}`")
     first = safety_tables(path)

@@ -18,8 +18,7 @@ from app.admin_auth import ENABLE_HELP, admin_checker
 from app.security import LoginLimiter, admin_files, mount_app, refuse_uploads
 from app.settings import Settings
 from app.ui import CSS, build_app
-from mascot.engine import Engine
-from mascot.safety_log import configure_safety_log, default_log_path
+from mascot.group.engine import Engine
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +48,6 @@ def build_server(settings: Settings, engine: Engine | None = None) -> FastAPI:
     `settings.auth` puts an optional login on the public chat; `settings.annotate_only` serves the
     annotator page alone (no chat, no researcher app)."""
     server = FastAPI(title="MASCOT", docs_url=None, redoc_url=None, openapi_url=None)
-    configure_safety_log(default_log_path(settings.data_dir))  # the chat writes where the Safety tab reads
     LoginLimiter().install(server)
     refuse_uploads(server, ["", "/annotate"])  # only /admin has file inputs (study imports)
     private = admin_files()

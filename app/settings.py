@@ -1,4 +1,5 @@
-"""Application settings read from environment variables (and overridden by `app.py` flags).
+"""The app's settings: the engine's `mascot.settings.Settings` plus the server's own fields, read
+from environment variables and overridden by `app.py` flags.
 
 Every field has an environment variable `MASCOT_<FIELD>`; defaults run the app offline on the
 embedded SmolLM2-135M-Instruct model.
@@ -6,15 +7,14 @@ embedded SmolLM2-135M-Instruct model.
 
 from __future__ import annotations
 
-import os
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass
 
-from mascot.locations import default_data_dir, sqlite_url_for
+from mascot.settings import Settings as EngineSettings
 
 
 @dataclass
-class Settings:
-    """Typed settings for the whole app; built once and passed to every tab."""
+class Settings(EngineSettings):
+    """Typed settings for the whole app; built once in `app.py` and passed to every tab."""
 
     host: str = "127.0.0.1"
     port: int = 7860
@@ -27,8 +27,6 @@ class Settings:
     max_speakers: int = 3
     checkpoints_dir: str = "checkpoints"
     runs_dir: str = "runs"  # training output may also go here (the Train tab refuses folders elsewhere)
-    data_dir: str = field(default_factory=default_data_dir)
-    annotation_db_url: str = ""  # default: sqlite file under data_dir
     max_message_chars: int = 4000
     max_history_turns: int = 200  # most turns the public /chat API accepts as history
     max_upload_mb: int = 20  # largest file any app accepts (Gradio's max_file_size)
@@ -37,6 +35,7 @@ class Settings:
     admin_user: str = "admin"  # user name that goes with MASCOT_ADMIN_PASSWORD
     admin_password: str = ""  # MASCOT_ADMIN_PASSWORD: enables the researcher app at /admin
     admin_users_file: str = ""  # or a file of `user:scrypt$...` lines (python -m app.admin_auth add-user)
+    warmup: bool = True  # pay the first chat turn's one-off costs in the background at start-up
 
     def auth_pair(self) -> tuple[str, str] | None:
         """`auth` as (user, password); raises ValueError with the expected form when malformed."""
@@ -46,23 +45,3 @@ class Settings:
         if not sep or not user or not password:
             raise ValueError("MASCOT_AUTH must look like USER:PASSWORD (both non-empty).")
         return user, password
-
-    def __post_init__(self) -> None:
-        if not self.annotation_db_url:
-            self.annotation_db_url = sqlite_url_for(self.data_dir)
-
-    @classmethod
-    def from_env(cls, **overrides: object) -> "Settings":
-        """Build settings from `MASCOT_*` environment variables, then apply explicit overrides."""
-        values: dict[str, object] = {}
-        for f in fields(cls):
-            raw = os.environ.get(f"MASCOT_{f.name.upper()}")
-            if raw is not None and raw != "":
-                if f.type in ("int", int):
-                    values[f.name] = int(raw)
-                elif f.type in ("bool", bool):
-                    values[f.name] = raw.strip().lower() in ("1", "true", "yes", "on")
-                else:
-                    values[f.name] = raw
-        values.update({k: v for k, v in overrides.items() if v is not None})
-        return cls(**values)  # type: ignore[arg-type]

@@ -26,7 +26,7 @@ from annotation.store import StudyStore
 from app.security import admin_files
 from app.settings import Settings
 from mascot.errors import MascotError
-from mascot.safe_paths import is_inside
+from mascot.files.safe_paths import is_inside
 
 STUDY_COLUMNS = [
     "study",

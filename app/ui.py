@@ -9,15 +9,14 @@ documented `/chat` endpoint is listed by the public API; the page's own events a
 from __future__ import annotations
 
 import logging
-import os
 import threading
 
 import gradio as gr
 
 from app.chat_tab import render_chat_tab
 from app.settings import Settings
-from mascot.engine import Engine, EngineConfig, get_engine
-from mascot.personas import load_pack
+from mascot.group.engine import Engine, EngineConfig, live_detector
+from mascot.group.personas import load_pack
 
 log = logging.getLogger(__name__)
 
@@ -29,8 +28,8 @@ PUBLIC_API = ("chat",)  # the only endpoints the public app documents for API cl
 
 
 def engine_config(settings: Settings) -> EngineConfig:
-    return EngineConfig(backend=settings.backend, model=settings.model, dtype=settings.dtype,
-                        base_url=settings.openai_base_url, checkpoints_dir=settings.checkpoints_dir)
+    return EngineConfig.from_settings(settings, backend=settings.backend, model=settings.model, dtype=settings.dtype,
+                                      base_url=settings.openai_base_url, checkpoints_dir=settings.checkpoints_dir)
 
 
 def hide_page_events(blocks: gr.Blocks, keep: tuple[str, ...] = PUBLIC_API) -> None:
@@ -43,7 +42,7 @@ def hide_page_events(blocks: gr.Blocks, keep: tuple[str, ...] = PUBLIC_API) -> N
 def start_warm_up(engine: Engine, settings: Settings) -> None:
     """Warm the engine for the default pack in the background (`Engine.warm_up`); a first request that
     arrives meanwhile waits on the backend's lock rather than failing. MASCOT_WARMUP=0 skips it."""
-    if os.environ.get("MASCOT_WARMUP", "1") == "0":
+    if not settings.warmup:
         return
 
     def run() -> None:
@@ -58,8 +57,11 @@ def start_warm_up(engine: Engine, settings: Settings) -> None:
 def build_app(settings: Settings, engine: Engine | None = None) -> gr.Blocks:
     """The public chat Blocks; `engine` may be injected (tests use the fake backend)."""
     if engine is None:
-        engine = get_engine(engine_config(settings))
+        engine = Engine.load(engine_config(settings), safety=live_detector(settings),
+                             llm_safety_judge=settings.safety_llm_judge)
         start_warm_up(engine, settings)
+    elif engine.safety is None:  # the chat records its crisis checks where the Safety tab reads them
+        engine.safety = live_detector(settings)
     with gr.Blocks(title="MASCOT companion group") as demo:
         gr.Markdown("## MASCOT · a companion group that talks with you\n"
                     "Several characters share one conversation; a director decides who speaks and how. "

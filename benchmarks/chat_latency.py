@@ -16,12 +16,12 @@ from pathlib import Path
 import torch
 
 from mascot.backends import GenerationParams
-from mascot.backends.hf import TransformersBackend
-from mascot.chat import DirectiveEvent, GroupChat, TokenEvent, TurnEvent
-from mascot.checkpoints import find_run
-from mascot.dialogue import Dialogue
-from mascot.engine import Engine, EngineConfig
-from mascot.personas import load_pack
+from mascot.backends.transformers_backend import TransformersBackend
+from mascot.files.checkpoints import find_run
+from mascot.group.chat import DirectiveEvent, GroupChat, TokenEvent, TurnEvent
+from mascot.group.dialogue import Dialogue
+from mascot.group.engine import Engine, EngineConfig
+from mascot.group.personas import load_pack
 
 MESSAGES = [
     "I moved to a new city for work and I feel really lonely in the evenings.",

@@ -1,5 +1,9 @@
-"""`python -m mascot <command>`: chat, train, eval. Each command lives in its own module exposing
-`add_arguments(parser)` and `main(args) -> int`; user errors print one clear line (exit 2)."""
+"""`python -m mascot <command>` (or the `mascot` console script): chat, train, eval, safety, compare-directors.
+
+Each command lives in its own module exposing `add_arguments(parser)` and `main(args) -> int`; only the
+chosen command's module is imported, so `mascot chat` never loads the trainers. This is the engine's entry
+point: it reads the `MASCOT_*` environment into one `mascot.settings.Settings` (as `args.settings`). User
+errors print one clear line (exit 2)."""
 
 from __future__ import annotations
 
@@ -9,37 +13,52 @@ import logging
 import sys
 
 from mascot.errors import MascotError
+from mascot.settings import Settings, apply_process_defaults
 
 COMMANDS = {
-    "chat": ("mascot.cli_chat", "Talk with the companion group (one message with --message, or interactive)."),
+    "chat": ("mascot.group.cli", "Talk with the companion group (one message with --message, or interactive)."),
     "train": ("mascot.train.cli", "Run a training stage from a YAML recipe (e.g. `train stage1 --recipe tiny-cpu`)."),
     "eval": ("mascot.evaluation.cli", "Evaluate systems on scenarios with a judge, in the paper's table layout."),
-    "safety": ("mascot.safety_cli", "Train (`safety train`) or measure (`safety eval`) the crisis detector."),
+    "safety": ("mascot.safety.cli", "Train (`safety train`) or measure (`safety eval`) the crisis detector."),
     "compare-directors": ("mascot.evaluation.director_compare",
                           "Trained director vs random, round-robin and prompted on held-out simulated conversations."),
 }
 
 
+def _chosen(argv: list[str]) -> str | None:
+    """The command named on the command line (the first argument that is not an option)."""
+    return next((a for a in argv if not a.startswith("-")), None)
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m mascot", description=__doc__)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    apply_process_defaults()  # before a command's libraries start an OpenMP thread pool
+    parser = argparse.ArgumentParser(prog="mascot", description=__doc__)
     parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
     sub = parser.add_subparsers(dest="command", required=True)
-    modules = {}
+    chosen = _chosen(argv)
+    module = None
     for name, (module_name, help_text) in COMMANDS.items():
         p = sub.add_parser(name, help=help_text, description=help_text)
+        if name != chosen:
+            continue
         try:
-            modules[name] = importlib.import_module(module_name)
-        except ImportError as exc:  # a command whose module is missing stays listed but explains why
+            module = importlib.import_module(module_name)
+        except ImportError as exc:  # a command whose module cannot load stays listed but explains why
             p.set_defaults(_missing=str(exc))
             continue
-        modules[name].add_arguments(p)
+        module.add_arguments(p)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     if getattr(args, "_missing", None):
         print(f"error: the {args.command!r} command is unavailable: {args._missing}", file=sys.stderr)
         return 2
     try:
-        return int(modules[args.command].main(args) or 0)
+        args.settings = Settings.from_env()
+        from mascot.files.model_files import use_cache_dir
+
+        use_cache_dir(args.settings.cache_dir)
+        return int(module.main(args) or 0)  # type: ignore[union-attr]
     except MascotError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -15,11 +15,12 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
-# Safety decisions made by tests go to a throwaway log, never the repository's data/ folder.
-os.environ.setdefault("MASCOT_SAFETY_LOG", os.path.join(__import__("tempfile").mkdtemp(prefix="mascot-safety-"), "events.sqlite"))
 
 from mascot.backends.fake import FakeBackend  # noqa: E402
-from mascot.personas import PersonaPack, load_pack  # noqa: E402
+from mascot.group.personas import PersonaPack, load_pack  # noqa: E402
+from mascot.settings import apply_process_defaults  # noqa: E402
+
+apply_process_defaults()  # as every entry point does, before torch starts its thread pool
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
@@ -77,7 +78,7 @@ def served(settings: object, engine: object | None = None) -> Iterator[str]:
     """The server of `settings` (public, /annotate, /admin) on `settings.port`, over `engine` (default: a fake
     backend); yields its base URL and stops it afterwards."""
     from app.server import build_server
-    from mascot.engine import Engine, EngineConfig
+    from mascot.group.engine import Engine, EngineConfig
 
     engine = engine or Engine(EngineConfig(backend="fake"), FakeBackend())
     server, _ = run_uvicorn(build_server(settings, engine), settings.port)  # type: ignore[arg-type, attr-defined]
@@ -116,7 +117,7 @@ def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     import torch
     from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
-    from mascot.models import resolve_model
+    from mascot.files.model_files import resolve_model
 
     tok = AutoTokenizer.from_pretrained(resolve_model("embedded", progress=False))
     torch.manual_seed(0)

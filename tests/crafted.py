@@ -53,7 +53,7 @@ class GradioApp:
         r.raise_for_status()
         return r.json()
 
-    def new_session(self) -> "GradioApp":
+    def new_session(self) -> GradioApp:
         """The same app and cookies, a fresh page session (another browser tab)."""
         return GradioApp(self.base, self.client)
 

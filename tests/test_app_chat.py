@@ -11,7 +11,7 @@ import pytest
 from app.chat_tab import ChatHandlers, render
 from app.settings import Settings
 from mascot.backends.fake import FakeBackend
-from mascot.engine import Engine, EngineConfig
+from mascot.group.engine import Engine, EngineConfig
 
 
 @pytest.fixture
@@ -112,20 +112,18 @@ def test_change_pack_resets_session(handlers):
     assert s2.pack.name == "meeting" and chat == [] and "Recorder" in personas_update["choices"]
 
 
-def test_gradio_client_api(port, tmp_path, monkeypatch):
+@pytest.mark.live
+def test_gradio_client_api(port, tmp_path):
     """The app served over HTTP answers a chat through gradio_client (fake backend)."""
     from gradio_client import Client
 
-    import mascot.safety
-
-    # about the API, so the crisis tiers (tests/test_safety.py) are left to the pattern layer here
-    monkeypatch.setattr(mascot.safety, "_DETECTOR", [mascot.safety.CrisisDetector(use_classifier=False)])
-
     from app.server import build_server
+    from mascot.safety.detector import CrisisDetector
     from tests.conftest import run_uvicorn
 
     settings = Settings(data_dir=str(tmp_path), backend="fake", mode="round-robin", port=port)
-    engine = Engine(EngineConfig(backend="fake"), FakeBackend())
+    # about the API, so the crisis tiers (tests/test_safety.py) are left to the pattern layer here
+    engine = Engine(EngineConfig(backend="fake"), FakeBackend(), safety=CrisisDetector(use_classifier=False))
     server, _ = run_uvicorn(build_server(settings, engine), port)
     try:
         client = Client(f"http://127.0.0.1:{port}/", verbose=False)
@@ -141,6 +139,7 @@ def test_gradio_client_api(port, tmp_path, monkeypatch):
         server.should_exit = True
 
 
+@pytest.mark.live
 def test_annotate_only_and_auth(port, tmp_path):
     import httpx
 

@@ -133,7 +133,7 @@ def test_openai_backend_sends_adapter_as_model_and_streams():
         be.generate([MSG], GREEDY)
 
 
-@pytest.mark.slow
+@pytest.mark.model
 def test_embedded_model_streams_real_text():
     be = load_backend("transformers")
     assert be.info().dtype == "bfloat16"

@@ -3,10 +3,11 @@ import threading
 import pytest
 
 from mascot.backends.fake import FakeBackend
-from mascot.chat import CrisisEvent, DirectiveEvent, GroupChat, TokenEvent, TurnEvent, validate_message
-from mascot.dialogue import Dialogue
 from mascot.errors import InputError, PersonaError
-from mascot.safety import CRISIS_REPLY, CrisisDetector
+from mascot.group.chat import CrisisEvent, DirectiveEvent, GroupChat, TokenEvent, TurnEvent, validate_message
+from mascot.group.dialogue import Dialogue
+from mascot.safety.detector import CrisisDetector
+from mascot.safety.responses import CRISIS_REPLY
 
 
 def test_round_robin_group_turn_streams_each_persona(es_pack):
@@ -106,3 +107,68 @@ def test_respond_batch_batches_by_adapter(es_pack):
     out = g.respond_batch(ds, ["one", "two"], [1, 2])
     assert [[t.speaker for t in turns] for turns in out] == [["Anchor", "Catalyst", "Beacon"]] * 2
     assert {c.adapter for c in fb.calls} == {"speaker-anchor", None}
+
+
+class _FixedScores:
+    """A message classifier with fixed scores, so the tier logic runs without the model."""
+
+    def __init__(self, scores: dict[str, float]) -> None:
+        self.scores = scores
+        self.meta = {"thresholds": {"crisis": 0.8, "concern": 0.3}}
+
+    def score(self, texts):
+        import numpy as np
+
+        return np.array([self.scores.get(t, 0.01) if t else 0.0 for t in texts], np.float32)
+
+
+WORRY = "I feel so empty and I don't know how much longer I can do this"
+
+
+def _concern_detector() -> CrisisDetector:
+    return CrisisDetector(classifier=_FixedScores({WORRY: 0.5}), reply_classifier=_FixedScores({}))
+
+
+def test_a_concern_message_gets_the_same_opener_live_and_batched(es_pack):
+    """One conversation step: the chat and evaluation/rollouts answer a concern-tier message alike, with the
+    persona the pack (or the caller) names as its concern opener."""
+    from mascot.group.chat import OFFLINE
+    from mascot.safety.responses import HELP_NOTE
+
+    live = GroupChat(FakeBackend(), es_pack.active, mode="round-robin", safety=_concern_detector(),
+                     concern_opener="Beacon")
+    streamed = [e.turn for e in live.respond(Dialogue(), WORRY) if isinstance(e, TurnEvent)]
+    batch = GroupChat(FakeBackend(), es_pack.active, mode="round-robin", safety=_concern_detector(),
+                      concern_opener="Beacon", policy=OFFLINE)
+    batched = batch.respond_batch([Dialogue()], [WORRY], [0])[0]
+    for turns in (streamed, batched):
+        first = turns[0]
+        assert first.speaker == "Beacon" and first.meta["source"] == "safety" and first.text.endswith(HELP_NOTE)
+        assert first.directive == streamed[0].directive
+        assert len(turns) >= 2 and not turns[1].text.endswith(HELP_NOTE)  # the group still answers
+
+
+def test_the_pack_names_its_concern_opener(es_pack, meeting_pack):
+    assert es_pack.concern_opener == "Anchor" and es_pack.concern_persona().name == "Anchor"
+    assert meeting_pack.concern_persona().name == meeting_pack.active[0].name  # none named: the first persona
+
+
+def test_a_concern_opener_that_is_not_in_the_pack_is_refused():
+    from mascot.group.personas import pack_from_dict
+
+    with pytest.raises(PersonaError, match="concern_opener.*Anchor"):
+        pack_from_dict({"name": "x", "concern_opener": "Nobody",
+                        "personas": [{"name": "Anchor", "role": "Listener", "goal": "listen"}]})
+
+
+def test_batched_replies_pass_the_output_guard_as_streamed_ones_do(es_pack):
+    from mascot.group.chat import OFFLINE, UNGUARDED
+    from mascot.safety.responses import REPLY_REPLACEMENT
+
+    bad = "You should just kill yourself."
+    for policy, expected in ((OFFLINE, REPLY_REPLACEMENT), (UNGUARDED, bad)):
+        fb = FakeBackend()
+        fb.responder = lambda m, p, a: bad
+        chat = GroupChat(fb, es_pack.active, mode="round-robin", safety=_concern_detector(), policy=policy)
+        turns = chat.respond_batch([Dialogue()], ["rough day"], [0])[0]
+        assert turns and all(t.text == expected for t in turns), policy.describe()

@@ -10,11 +10,18 @@ from pathlib import Path
 import pytest
 
 from mascot.data import (
-    BUNDLED_DIR, ED_EMOTIONS, DatasetError, Scenario, load_empathetic_dialogues, load_esconv, load_qmsum,
-    load_scenarios, valence_of,
+    BUNDLED_DIR,
+    ED_EMOTIONS,
+    DatasetError,
+    Scenario,
+    load_empathetic_dialogues,
+    load_esconv,
+    load_qmsum,
+    load_scenarios,
+    valence_of,
 )
-from mascot.dialogue import USER
-from mascot.safety import CrisisDetector
+from mascot.group.dialogue import USER
+from mascot.safety.detector import CrisisDetector
 
 ED_HEADER = "conv_id,utterance_idx,context,prompt,speaker_idx,utterance,selfeval,tags"
 

@@ -1,9 +1,9 @@
 import pytest
 
 from mascot.backends.fake import FakeBackend
-from mascot.dialogue import USER, Dialogue, Turn
-from mascot.director import (DirectorState, LLMDirector, find_mentions, make_director, parse_directive)
 from mascot.errors import ConfigError, DirectorParseError
+from mascot.group.dialogue import USER, Dialogue, Turn
+from mascot.group.director import DirectorState, LLMDirector, find_mentions, make_director, parse_directive
 
 
 def state(pack, turns=(), seed=1, forced=()):

@@ -8,10 +8,10 @@ import sys
 from pathlib import Path
 
 from mascot.backends.fake import FakeBackend
-from mascot.backends.hf import TransformersBackend
-from mascot.checkpoints import find_run, list_runs
-from mascot.engine import Engine, EngineConfig
-from mascot.personas import load_pack
+from mascot.backends.transformers_backend import TransformersBackend
+from mascot.files.checkpoints import find_run, list_runs
+from mascot.group.engine import Engine, EngineConfig
+from mascot.group.personas import load_pack
 from tests.test_backends import make_lora
 
 
@@ -58,7 +58,7 @@ def test_ill_fitting_adapter_warns_and_persona_runs_prompted(tmp_path):
     engine = Engine(EngineConfig(backend="fake"), Refusing())
     warnings = engine.attach_adapters(pack)
     assert warnings and "does not fit" in warnings[0] and "prompted base model" in warnings[0]
-    turns = engine.group(pack.active, "round-robin").run(__import__("mascot.dialogue").dialogue.Dialogue(), "hi")
+    turns = engine.group(pack.active, "round-robin").run(__import__("mascot.group.dialogue").group.dialogue.Dialogue(), "hi")
     assert turns[0].speaker == "Anchor" and "[base]" in turns[0].text
 
 
@@ -66,6 +66,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "mascot", "chat", *args], capture_output=True, text=True, timeout=120)
 
 
+@pytest.mark.model  # the CLI loads the shipped crisis classifiers
 def test_cli_json_lines():
     r = _cli("--message", "I got the job!", "--backend", "fake", "--mode", "round-robin", "--json")
     assert r.returncode == 0, r.stderr
@@ -84,6 +85,7 @@ def test_cli_errors_are_one_clear_line():
     assert r.returncode == 2 and "empty" in r.stderr
 
 
+@pytest.mark.model
 def test_cli_interactive_session():
     r = subprocess.run([sys.executable, "-m", "mascot", "chat", "--backend", "fake", "--mode", "round-robin"],
                        input="hello there\n\n/quit\n", capture_output=True, text=True, timeout=120)
@@ -91,14 +93,14 @@ def test_cli_interactive_session():
 
 
 def test_warm_up_primes_each_speaker_and_the_director_and_logs_nothing(monkeypatch, tmp_path):
-    import mascot.safety
-    from mascot.safety_log import SafetyLog
+    from mascot.safety.detector import CrisisDetector
+    from mascot.safety.events import SafetyLog
 
     events = SafetyLog(tmp_path / "safety.db")
-    monkeypatch.setattr(mascot.safety, "_DETECTOR", [mascot.safety.CrisisDetector(use_classifier=False, events=events)])
     backend = FakeBackend()
     pack = load_pack("emotional-support")
-    seconds = Engine(EngineConfig(backend="fake"), backend).warm_up(pack, "prompted")
+    engine = Engine(EngineConfig(backend="fake"), backend, safety=CrisisDetector(use_classifier=False, events=events))
+    seconds = engine.warm_up(pack, "prompted")
     assert seconds >= 0
     primed = [c for c in backend.calls if c.params.max_new_tokens == 1]
     assert len(primed) == len(pack.active)  # one cached persona prompt per active speaker

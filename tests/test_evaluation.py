@@ -199,7 +199,7 @@ def test_sft_adapters_route_through_their_own_names(tmp_path: Path, tiny_scenari
     assert {c.adapter for c in backend.calls} == {"sft-anchor", None}
 
 
-@pytest.mark.slow
+@pytest.mark.model
 @pytest.mark.parametrize("backend", ["transformers", "llamacpp"])
 def test_eval_on_the_embedded_model(tmp_path: Path, tiny_scenarios: Path, backend: str) -> None:
     """The real path: SmolLM2-135M through each CPU backend, offline judge, one scenario per valence."""

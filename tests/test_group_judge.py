@@ -10,8 +10,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from mascot.dialogue import USER, Dialogue, Turn
 from mascot.evaluation.group_validation import contrast_pairs, validate
+from mascot.group.dialogue import USER, Dialogue, Turn
 from mascot.judges.group import GROUP_CRITERIA, GroupBlock, GroupVerdict, blocks_from_dialogue, load_group_judge, to_100
 
 
@@ -24,6 +24,7 @@ def block(pack, turns, user="I failed my driving test again and I feel stupid.")
     return GroupBlock(Dialogue([Turn(USER, user)], situation="Failed a driving test."), [Turn(s, t) for s, t in turns], pack.active)
 
 
+@pytest.mark.model  # the bundled MiniLM encoder
 def test_offline_group_judge_ranks_contrast_blocks(offline) -> None:
     pairs = contrast_pairs()
     assert len(pairs) >= 40 and {p.kind for p in pairs} == {"repetitive", "offtopic", "monopoly", "contradict"}
@@ -108,11 +109,11 @@ def test_group_reward_on_hand_made_blocks(es_pack, offline) -> None:
     """The Stage-2 group reward: rollouts whose first directive leads to a better block score higher; an
     undecodable directive scores 0 without a rollout; a judge failure gives None (ignored by TRL)."""
     from mascot.backends.fake import FakeBackend
-    from mascot.chat import GroupChat
-    from mascot.director import Director
+    from mascot.group.chat import GroupChat
+    from mascot.group.director import Director
     from mascot.judges.group import GroupJudge
     from mascot.simusers import ReplaySimUser, SeekerScript
-    from mascot.train.stage2_rewards import RewardEnv, make_format_reward, make_group_reward
+    from mascot.train.stage2.rewards import RewardEnv, make_format_reward, make_group_reward
 
     lines = {"Anchor": "Failing again after all that practice really stings, and it makes sense you feel low.",
              "Catalyst": "What happened during the test that felt different from your lessons?",

@@ -10,8 +10,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from mascot.dialogue import Dialogue, Turn
 from mascot.errors import ConfigError
+from mascot.group.dialogue import Dialogue, Turn
 from mascot.judges import CRITERIA, JudgeItem, Verdict, load_judge
 from mascot.judges.rubric import parse_verdict, rubric_messages
 

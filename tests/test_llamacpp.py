@@ -414,7 +414,6 @@ def hf_model():
 
 
 @pytest.mark.model
-@pytest.mark.slow
 @pytest.mark.parametrize("key", ["anchor", "beacon", "catalyst"])
 def test_shipped_adapter_changes_logits_like_peft(llm, hf_model, key, tmp_path):
     """The shipped adapter's own effect (about 0.35 std) sits near llama.cpp's quantisation noise floor
@@ -425,7 +424,6 @@ def test_shipped_adapter_changes_logits_like_peft(llm, hf_model, key, tmp_path):
 
 
 @pytest.mark.model
-@pytest.mark.slow
 def test_shipped_adapters_change_logits_like_peft_on_reference_weights(hf_model):
     """On the exact de-quantised weights (`f32`), llama.cpp computes with the values transformers uses, so the
     converted adapters must reproduce peft's logit change (>= 0.95) however weak their effect."""
@@ -437,7 +435,6 @@ def test_shipped_adapters_change_logits_like_peft_on_reference_weights(hf_model)
 
 
 @pytest.mark.model
-@pytest.mark.slow
 def test_random_lora_changes_logits_like_peft_and_needs_the_permutation(llm, hf_model, tmp_path, monkeypatch):
     every = random_lora(hf_model, tmp_path / "rand", ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"], 0)
     qk = random_lora(hf_model, tmp_path / "qk", ["q_proj", "k_proj"], 1)
@@ -466,7 +463,6 @@ def llm_engine(llm):
 
 
 @pytest.mark.model
-@pytest.mark.slow
 def test_chat_handlers_stream_trained_speakers_on_llamacpp(llm_engine, tmp_path):
     from app.chat_tab import ChatHandlers
     from app.settings import Settings
@@ -482,7 +478,6 @@ def test_chat_handlers_stream_trained_speakers_on_llamacpp(llm_engine, tmp_path)
 
 @pytest.mark.model
 @pytest.mark.live
-@pytest.mark.slow
 def test_gradio_client_api_on_llamacpp(llm_engine, port, tmp_path):
     from gradio_client import Client
 

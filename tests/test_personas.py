@@ -3,7 +3,7 @@ from pathlib import Path
 import pytest
 
 from mascot.errors import PersonaError
-from mascot.personas import list_packs, load_pack
+from mascot.group.personas import list_packs, load_pack
 
 
 def test_bundled_packs_load_with_expected_roles():

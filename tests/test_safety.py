@@ -538,14 +538,18 @@ def test_group_output_check_replaces_a_bad_persona_reply(es_pack, events):
     assert first.text == REPLY_REPLACEMENT and first.meta["safety"] == "replaced"
 
 
-def test_respond_batch_applies_the_crisis_tier_only(es_pack, events):
-    g = GroupChat(FakeBackend(), es_pack.active, mode="round-robin", safety=_stub_detector(events))
+def test_respond_batch_takes_every_tier_as_the_chat_does(es_pack, events):
+    from mascot.group.chat import OFFLINE
+
+    g = GroupChat(FakeBackend(), es_pack.active, mode="round-robin", safety=_stub_detector(events), policy=OFFLINE,
+                  concern_opener=es_pack.concern_opener)
     out = g.respond_batch([Dialogue(), Dialogue(), Dialogue()],
                           ["I bought a rope today.", "I feel so empty and I don't know how much longer I can do this", "hi"], [1, 2, 3])
     assert out[0][0].text == CRISIS_REPLY
-    # rollouts train the director, so concern does not override its decisions there (and nothing is logged)
-    assert all(t.directive.action != CONCERN_ACTION for turns in out[1:] for t in turns)
-    assert events.tier_counts() == {}
+    # evaluation and rollouts score what a chat user gets: the concern opener first, with the help note
+    assert out[1][0].directive.action == CONCERN_ACTION and out[1][0].text.endswith(HELP_NOTE)
+    assert all(t.directive.action != CONCERN_ACTION for t in out[1][1:] + out[2])
+    assert events.tier_counts() == {}  # the offline policy logs nothing
 
 
 @pytest.mark.model

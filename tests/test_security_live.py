@@ -29,7 +29,7 @@ from app.security import admin_files
 from app.server import build_server
 from app.settings import Settings
 from mascot.backends.fake import FakeBackend
-from mascot.engine import Engine, EngineConfig
+from mascot.group.engine import Engine, EngineConfig
 from tests.annotation_fixtures import pair_line, seed_study, write_jsonl
 from tests.conftest import free_port, run_uvicorn
 from tests.crafted import TALLY, GradioApp, component_types, dependencies, filedata, served_paths
@@ -90,8 +90,8 @@ class Live:
                 "WHERE a.external_id = ?", (annotator,)).fetchall()
 
 
-# The default mode runs in the fast suite; the other three (each its own live server) under `slow`.
-MODES = ("default", *(pytest.param(m, marks=pytest.mark.slow) for m in ("auth", "annotate-only", "admin-off")))
+# Every mode starts its own live server on loopback.
+MODES = tuple(pytest.param(m, marks=pytest.mark.live) for m in ("default", "auth", "annotate-only", "admin-off"))
 
 
 @pytest.fixture(scope="module")

@@ -15,13 +15,14 @@ from annotation.exporting import csv_safe
 from annotation.quality import API_SPEED_SECONDS
 from annotation.schemas import Finished, StudyConfig, Task
 from app.admin_auth import AdminAuthError, add_user, admin_checker, hash_password, read_users, verify_password
-from app.chat_tab import ChatHandlers, clean_history, load_public_pack
+from app.chat_tab import ChatHandlers
+from app.public_input import clean_history, load_public_pack
 from app.security import LoginLimiter, private_paths
 from app.settings import Settings
 from mascot.backends.fake import FakeBackend
-from mascot.engine import Engine, EngineConfig
 from mascot.errors import MascotError
-from mascot.safe_paths import PathNotAllowed, resolve_inside
+from mascot.files.safe_paths import PathNotAllowed, resolve_inside
+from mascot.group.engine import Engine, EngineConfig
 from tests.annotation_fixtures import FakeClock, make_store, seed_study
 
 

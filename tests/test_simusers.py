@@ -6,11 +6,19 @@ from __future__ import annotations
 import pytest
 
 from mascot.backends.fake import FakeBackend
-from mascot.dialogue import USER, Turn
 from mascot.errors import ConfigError
+from mascot.group.dialogue import USER, Turn
 from mascot.simusers import (
-    STOP_MARKER, LLMSimUser, ReplaySimUser, SeekerScript, clean_user_text, list_profiles, load_scripts, load_simuser,
-    profile_fragment, simuser_messages,
+    STOP_MARKER,
+    LLMSimUser,
+    ReplaySimUser,
+    SeekerScript,
+    clean_user_text,
+    list_profiles,
+    load_scripts,
+    load_simuser,
+    profile_fragment,
+    simuser_messages,
 )
 
 SCRIPT = SeekerScript("x1", "Moved to a new city and knows nobody.", ["I feel alone here.", "Weekends are worst.", "Maybe a club?"],

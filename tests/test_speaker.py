@@ -1,6 +1,6 @@
-from mascot.prompts import speaker_messages
-from mascot.dialogue import Dialogue, Directive, Turn, USER
-from mascot.speaker import clean_reply, cut_meta_talk, has_meta_talk, has_stage_direction, might_open_meta
+from mascot.group.cleaning import clean_reply, cut_meta_talk, has_meta_talk, has_stage_direction, might_open_meta
+from mascot.group.dialogue import USER, Dialogue, Directive, Turn
+from mascot.group.prompts import speaker_messages
 
 
 def test_clean_strips_own_tag_and_cuts_other_speakers(es_pack):
@@ -65,7 +65,8 @@ def test_meta_talk():
 def test_meta_talk_is_drawn_again_and_never_shown(es_pack, fake_backend):
     """A reply that is meta talk from its first sentence is drawn again with another seed (streamed: its opening
     was held back, so the user never sees it); one that turns to it later ends before that sentence."""
-    from mascot.speaker import META_REDRAWS, Speaker
+    from mascot.group.cleaning import META_REDRAWS
+    from mascot.group.speaker import Speaker
 
     anchor, roster = es_pack.get("Anchor"), es_pack.active
     d = Dialogue([Turn(USER, "I failed my driving test again.")])
@@ -100,12 +101,12 @@ def test_speaker_prompt_attributes_turns_and_includes_directive(es_pack):
     assert "Catalyst" not in plain[0]["content"]
 
 
-# ---------------------------------------------------------------- clean endings (issue 11)
+# ---------------------------------------------------------------- clean endings
 CUT = "That sounds really exhausting for you. It makes sense that you would feel tired when the"
 
 
 def test_finish_sentence_rules():
-    from mascot.speaker import finish_sentence, is_finished
+    from mascot.group.cleaning import finish_sentence, is_finished
 
     assert finish_sentence(CUT) == "That sounds really exhausting for you."
     assert finish_sentence("I hear you.") == "I hear you."
@@ -118,13 +119,13 @@ def test_finish_sentence_rules():
 
 
 def _assert_clean_endings(replies):
-    from mascot.speaker import is_finished
+    from mascot.group.cleaning import is_finished
 
     assert replies and all(is_finished(r) for r in replies if r), replies
 
 
 def test_fake_backend_replies_end_at_a_sentence_boundary(es_pack, fake_backend):
-    from mascot.speaker import Speaker
+    from mascot.group.speaker import Speaker
 
     anchor, roster = es_pack.get("Anchor"), es_pack.active
     fake_backend.enqueue(CUT, CUT)
@@ -142,7 +143,7 @@ def test_openai_backend_replies_end_at_a_sentence_boundary(es_pack):
     from http.server import BaseHTTPRequestHandler, HTTPServer
 
     from mascot.backends import load_backend
-    from mascot.speaker import Speaker
+    from mascot.group.speaker import Speaker
 
     class _Server(BaseHTTPRequestHandler):
         def log_message(self, *a):
@@ -173,8 +174,8 @@ def test_openai_backend_replies_end_at_a_sentence_boundary(es_pack):
 def test_transformers_backend_replies_end_at_a_sentence_boundary(es_pack, tiny_model_dir):
     """A tiny random model stops anywhere; every reply the speaker returns still ends a sentence."""
     from mascot.backends.base import GenerationParams
-    from mascot.backends.hf import TransformersBackend
-    from mascot.speaker import Speaker
+    from mascot.backends.transformers_backend import TransformersBackend
+    from mascot.group.speaker import Speaker
 
     be = TransformersBackend(str(tiny_model_dir), dtype="float32")
     sp = Speaker(be, GenerationParams(max_new_tokens=12, temperature=1.0, top_p=1.0))
@@ -188,7 +189,8 @@ def test_transformers_backend_replies_end_at_a_sentence_boundary(es_pack, tiny_m
 def test_fragment_replies_are_drawn_again_and_the_longest_kept(es_pack, fake_backend):
     """A reply of fewer than MIN_REPLY_WORDS words ("Theater.") is drawn again like meta talk: streamed, it is never
     shown; when every draw is a fragment, the one with the most words is kept."""
-    from mascot.speaker import META_REDRAWS, MIN_REPLY_WORDS, Speaker, count_words
+    from mascot.group.cleaning import META_REDRAWS, MIN_REPLY_WORDS, count_words
+    from mascot.group.speaker import Speaker
 
     anchor, roster = es_pack.get("Anchor"), es_pack.active
     d = Dialogue([Turn(USER, "My grandmother's house is being torn down.")])
@@ -212,7 +214,8 @@ def test_a_copy_of_an_earlier_turn_is_drawn_again_and_never_shown(es_pack, fake_
     """A reply that repeats an earlier persona turn of the conversation ("Hello there! Welcome to my office!" twice
     in one round) is drawn again; streamed, it is held back while its words are the start of an earlier turn, so the
     copy never reaches the user. The user's own words may be echoed."""
-    from mascot.speaker import META_REDRAWS, Speaker, copying_so_far, earlier_turns, repeats_turn
+    from mascot.group.cleaning import META_REDRAWS, copying_so_far, earlier_turns, repeats_turn
+    from mascot.group.speaker import Speaker
 
     anchor, catalyst, roster = es_pack.get("Anchor"), es_pack.get("Catalyst"), es_pack.active
     d = Dialogue([Turn(USER, "My best friend is moving abroad."), Turn("Catalyst", "Hello there! Welcome to my office today.")])

@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from mascot.data.scenario import ED_EMOTIONS, Scenario, valence_of
-from mascot.dialogue import USER
 from mascot.errors import ConfigError
+from mascot.group.dialogue import USER
 
 log = logging.getLogger(__name__)
 

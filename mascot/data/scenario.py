@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from mascot.dialogue import USER, Dialogue, Turn
+from mascot.group.dialogue import USER, Dialogue, Turn
 
 SETTINGS = ("emotional-support", "meeting")
 SPLITS = ("train", "test")
@@ -50,7 +50,7 @@ def valence_of(emotion: str) -> str:
 class Scenario:
     """One conversation opening.
 
-    `turns` is the dialogue prefix as (speaker, text) pairs; the user is `mascot.dialogue.USER`
+    `turns` is the dialogue prefix as (speaker, text) pairs; the user is `mascot.group.dialogue.USER`
     and the prefix ends with a user turn, so the group replies next. `situation` is the scene the
     speakers and judges are shown (ED prompt, ESConv situation, or a meeting excerpt).
     """
@@ -100,7 +100,7 @@ class Scenario:
         return d
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "Scenario":
+    def from_dict(cls, d: dict[str, Any]) -> Scenario:
         d = dict(d)
         d["turns"] = [(str(s), str(t)) for s, t in d["turns"]]
         return cls(**d)

@@ -62,8 +62,9 @@ def main(args: argparse.Namespace) -> int:
         return 0
     judge_options = {}
     if args.judge == "llm":
-        judge_options = {k: v for k, v in {"model": args.judge_model, "base_url": args.judge_base_url,
-                                            "cache_path": args.judge_cache, "max_workers": args.judge_workers}.items() if v}
+        flags = {"model": args.judge_model, "base_url": args.judge_base_url, "cache_path": args.judge_cache,
+                 "max_workers": args.judge_workers}
+        judge_options = {k: v for k, v in {**args.settings.llm_judge_options(), **flags}.items() if v}
     cfg = EvalConfig(
         systems=[s.strip() for s in args.systems.split(",") if s.strip()], scenarios=args.scenarios, judge=args.judge,
         judge_options=judge_options, pack=args.pack, backend=args.backend, model=args.model, dtype=args.dtype,

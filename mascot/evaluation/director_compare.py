@@ -72,30 +72,30 @@ def run_compare(args: argparse.Namespace) -> dict[str, Any]:
     from mascot.backends import load_backend, resolve_kind
 
     if resolve_kind(getattr(args, "backend", "auto")) == "llamacpp":  # before torch: see import_llama_cpp
-        from mascot.backends.llamacpp import import_llama_cpp
+        from mascot.backends.llamacpp.runtime import import_llama_cpp
 
-        import_llama_cpp()
+        import_llama_cpp(args.settings.llamacpp_omp_wait_policy)
     import torch
 
-    from mascot.chat import GroupChat
-    from mascot.director import DIRECTOR_ADAPTER
-    from mascot.engine import Engine, EngineConfig
     from mascot.errors import ConfigError
+    from mascot.group.chat import OFFLINE, GroupChat
+    from mascot.group.director import DIRECTOR_ADAPTER
+    from mascot.group.engine import Engine, EngineConfig
+    from mascot.group.rollouts import Rollout, roll_forward
     from mascot.judges.group import blocks_from_dialogue, load_group_judge, to_100
-    from mascot.rollouts import Rollout, roll_forward
     from mascot.simusers import load_scripts
-    from mascot.train.stage2 import make_user
-    from mascot.train.stage2_config import load_stage2_recipe
+    from mascot.train.recipes import load_recipe
+    from mascot.train.stage2.pipeline import make_user
 
     torch.set_num_threads(args.threads)
     overrides: dict[str, Any] = {"simuser": args.user, **({"simuser_profile": args.profile} if args.profile else {})}
     if getattr(args, "backend", "recipe") != "recipe":
         overrides["rollout_backend"] = args.backend
-    cfg = load_stage2_recipe(args.recipe, overrides)
+    cfg = load_recipe(args.recipe, overrides, stage="stage2")
     run_dir = Path(args.checkpoints_dir) / (args.run or cfg.run)
     if not run_dir.is_dir():
         raise ConfigError(f"No run folder {run_dir}: train one (python -m mascot train stage2 --recipe {args.recipe}) or pass --run.")
-    from mascot.personas import load_pack
+    from mascot.group.personas import load_pack
 
     pack = load_pack(cfg.pack)
     backend = load_backend(cfg.rollout_backend, model=cfg.model, dtype=cfg.dtype)
@@ -133,7 +133,8 @@ def run_compare(args: argparse.Namespace) -> dict[str, Any]:
         t0 = time.time()
         llm = system in ("trained", "prompted")
         chat = GroupChat(backend, pack.active, mode=system, max_speakers=cfg.max_speakers,
-                         min_speakers=args.min_speakers if llm else None)
+                         min_speakers=args.min_speakers if llm else None, policy=OFFLINE,
+                         concern_opener=pack.concern_opener)
         if args.max_new_tokens:
             chat.speaker.params = chat.speaker.params.with_(max_new_tokens=args.max_new_tokens)
         user = make_user(cfg, backend, pack.active)

@@ -10,6 +10,7 @@ vs balanced, contradicting vs consistent. Prints the accuracy per kind and overa
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
 from dataclasses import dataclass
@@ -17,9 +18,9 @@ from pathlib import Path
 
 import yaml
 
-from mascot.dialogue import USER, Dialogue, Turn
+from mascot.group.dialogue import USER, Dialogue, Turn
+from mascot.group.personas import Persona, load_pack
 from mascot.judges.group import GroupBlock, GroupJudge, load_group_judge
-from mascot.personas import Persona, load_pack
 
 CONTRASTS_FILE = Path(__file__).resolve().parent.parent / "judges" / "group_contrasts.yaml"
 KINDS = ("repetitive", "offtopic", "monopoly", "contradict")
@@ -44,7 +45,7 @@ def contrast_pairs(path: Path = CONTRASTS_FILE, roster: list[Persona] | None = N
     pairs = []
     for i, sc in enumerate(yaml.safe_load(path.read_text(encoding="utf-8"))):
         good = [tuple(t) for t in sc["good"]]
-        mk = lambda turns: _block(sc["situation"], sc["user"], turns, roster)  # noqa: E731
+        mk = functools.partial(_block, sc["situation"], sc["user"], roster=roster)
         speaker, texts = sc["monopoly"]
         pairs += [
             ContrastPair("repetitive", i, mk(good), mk([tuple(t) for t in sc["repetitive"]])),

@@ -20,11 +20,16 @@ from mascot.data import Scenario, load_scenarios
 from mascot.errors import ConfigError
 from mascot.evaluation.metrics import MAPPINGS, persona_identifiability
 from mascot.evaluation.report import (
-    diversity, paired_tests, per_scenario_scores, score_table, verdict_record, write_outputs,
+    diversity,
+    paired_tests,
+    per_scenario_scores,
+    score_table,
+    verdict_record,
+    write_outputs,
 )
 from mascot.evaluation.systems import SYSTEMS, Round, RunContext, make_system
+from mascot.group.personas import load_pack
 from mascot.judges import Judge, JudgeItem, load_judge
-from mascot.personas import load_pack
 
 log = logging.getLogger(__name__)
 
@@ -102,7 +107,7 @@ def run_eval(cfg: EvalConfig, backend: Backend | None = None, judge: Judge | Non
     pack = load_pack(cfg.pack)
     roster = pack.active
     scenarios = select_scenarios(cfg, pack.setting)
-    # the backend first: llama.cpp must start its OpenMP runtime before the judge's torch does (see backends/llamacpp.py)
+    # the backend first: llama.cpp must start its OpenMP runtime before the judge's torch does (mascot/backends/llamacpp/runtime.py)
     backend = backend or load_backend(cfg.backend, model=cfg.model, dtype=cfg.dtype)
     judge = judge or load_judge(cfg.judge, **cfg.judge_options)
     ctx = RunContext(cfg.checkpoints_dir, cfg.run, cfg.seed, cfg.max_new_tokens, cfg.sc_samples, cfg.sc_select, judge, pack.setting)

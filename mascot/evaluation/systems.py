@@ -19,15 +19,16 @@ from pathlib import Path
 import numpy as np
 
 from mascot.backends.base import Backend, GenerationParams
-from mascot.chat import GroupChat
-from mascot.checkpoints import is_adapter
 from mascot.data.scenario import Scenario
-from mascot.dialogue import Dialogue, Directive, Turn
-from mascot.engine import Engine, EngineConfig
 from mascot.errors import unknown_name
+from mascot.files.checkpoints import is_adapter
+from mascot.group.chat import OFFLINE, GroupChat
+from mascot.group.dialogue import Dialogue, Directive, Turn
+from mascot.group.engine import Engine, EngineConfig
+from mascot.group.personas import Persona, PersonaPack
+from mascot.group.speaker import Speaker
 from mascot.judges.base import Judge, JudgeItem
-from mascot.personas import Persona, PersonaPack
-from mascot.speaker import Speaker
+
 
 @dataclass
 class Round:
@@ -98,7 +99,8 @@ class System:
 
     def generate(self, backend: Backend, pack: PersonaPack, scenarios: list[Scenario], ctx: RunContext) -> list[Round]:
         roster = pack.active
-        chat = GroupChat(backend, roster, mode="round-robin", max_speakers=len(roster), speaker_style=self.style)
+        chat = GroupChat(backend, roster, mode="round-robin", max_speakers=len(roster), speaker_style=self.style,
+                         policy=OFFLINE, concern_opener=pack.concern_opener)
         chat.speaker = self.speaker(backend, ctx)
         dialogues = [s.to_dialogue() for s in scenarios]
         seeds = [ctx.seed * 100_003 + hash_id(s.id) for s in scenarios]
@@ -139,7 +141,7 @@ class AdapterSystem(System):
         self.prefix = "speaker-" if kind == "speakers" else "sft-"
 
     def prepare(self, backend: Backend, pack: PersonaPack, ctx: RunContext) -> str | None:
-        from mascot.checkpoints import DEFAULT_RUN, find_run
+        from mascot.files.checkpoints import DEFAULT_RUN, find_run
 
         run_dir = find_run(ctx.checkpoints_dir, ctx.run)
         where = f"{ctx.checkpoints_dir}/{ctx.run or '<newest run>'}"

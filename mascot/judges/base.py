@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from mascot.dialogue import Dialogue
-from mascot.personas import Persona
+from mascot.group.dialogue import Dialogue
+from mascot.group.personas import Persona
 
 # Short key -> the paper's criterion name (paper.md §3.3, the Table A columns in this order).
 CRITERIA: dict[str, str] = {
@@ -58,14 +58,14 @@ class Verdict:
         return sum(self.scores[k] for k in self.criteria) / len(self.criteria)
 
     @classmethod
-    def invalid(cls, error: str, raw: str = "") -> "Verdict":
+    def invalid(cls, error: str, raw: str = "") -> Verdict:
         return cls(None, False, error, raw)
 
     def to_dict(self) -> dict[str, object]:
         return {"scores": self.scores, "valid": self.valid, "error": self.error, "raw": self.raw}
 
     @classmethod
-    def from_dict(cls, d: dict[str, object]) -> "Verdict":
+    def from_dict(cls, d: dict[str, object]) -> Verdict:
         scores = d.get("scores")
         return cls(dict(scores) if isinstance(scores, dict) else None, bool(d.get("valid")), str(d.get("error", "")), str(d.get("raw", "")))
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from mascot.models import embedding_model_dir
+from mascot.files.model_files import embedding_model_dir
 
 
 @functools.lru_cache(maxsize=1)

@@ -26,19 +26,18 @@ Offline signals (each documented in docs/stage2.md; embeddings are the bundled a
 from __future__ import annotations
 
 import json
-import re
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
 
-from mascot.dialogue import Dialogue, Turn
 from mascot.errors import unknown_name
+from mascot.group.dialogue import Dialogue, Turn
+from mascot.group.personas import Persona
 from mascot.judges.base import Verdict, check_scores
 from mascot.judges.embedding import Embedder, shared_embedder
 from mascot.judges.lexicon import content_words, words
-from mascot.personas import Persona
 
 GROUP_CRITERIA: dict[str, str] = {
     "fidelity": "Fidelity",
@@ -89,7 +88,7 @@ class GroupVerdict(Verdict):
         return to_100(self.aggregate)
 
     @classmethod
-    def invalid(cls, error: str, raw: str = "") -> "GroupVerdict":
+    def invalid(cls, error: str, raw: str = "") -> GroupVerdict:
         return cls(None, False, error, raw)
 
 

@@ -3,12 +3,9 @@
 One rubric prompt per reply at temperature 0; transient failures (connection errors, 429, 5xx)
 are retried with exponential back-off; every verdict the judge actually answered, valid or not,
 is cached in SQLite keyed by a hash of model + prompt, so a restarted run resumes where it stopped.
-Configuration comes from arguments or the environment:
-
-    MASCOT_JUDGE_BASE_URL  (default $OPENAI_BASE_URL, else http://127.0.0.1:8000/v1)
-    MASCOT_JUDGE_MODEL     (default gpt-4o)
-    MASCOT_JUDGE_API_KEY   (default $OPENAI_API_KEY, else EMPTY)
-    MASCOT_JUDGE_CACHE     (default $MASCOT_CACHE_DIR/judge_cache.sqlite)
+Configuration comes from arguments; the CLIs fill them from `mascot.settings.Settings`
+(MASCOT_JUDGE_BASE_URL, else $OPENAI_BASE_URL, else http://127.0.0.1:8000/v1; MASCOT_JUDGE_MODEL, default
+gpt-4o; MASCOT_JUDGE_API_KEY, else $OPENAI_API_KEY; MASCOT_JUDGE_CACHE, default <cache dir>/judge_cache.sqlite).
 """
 
 from __future__ import annotations
@@ -16,7 +13,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import sqlite3
 import threading
 import time
@@ -27,9 +23,9 @@ from pathlib import Path
 import httpx
 
 from mascot.errors import ConfigError
+from mascot.files.model_files import default_cache_dir
 from mascot.judges.base import Judge, JudgeItem, Verdict
 from mascot.judges.rubric import PROMPT_VERSION, parse_verdict, rubric_messages
-from mascot.models import cache_dir
 
 log = logging.getLogger(__name__)
 
@@ -93,15 +89,14 @@ class LLMJudge(Judge):
         max_tokens: int = 200,
         json_mode: bool = False,
     ) -> None:
-        env = os.environ
-        self.base_url = (base_url or env.get("MASCOT_JUDGE_BASE_URL") or env.get("OPENAI_BASE_URL") or "http://127.0.0.1:8000/v1").rstrip("/")
-        self.model = model or env.get("MASCOT_JUDGE_MODEL") or "gpt-4o"
-        api_key = api_key or env.get("MASCOT_JUDGE_API_KEY") or env.get("OPENAI_API_KEY") or "EMPTY"
+        self.base_url = (base_url or "http://127.0.0.1:8000/v1").rstrip("/")
+        self.model = model or "gpt-4o"
+        api_key = api_key or "EMPTY"
         if max_workers < 1 or max_retries < 0:
             raise ConfigError(f"max_workers must be >= 1 and max_retries >= 0 (got {max_workers}, {max_retries}).")
         self.max_workers, self.max_retries, self.backoff = max_workers, max_retries, backoff
         self.max_tokens, self.json_mode = max_tokens, json_mode
-        self.cache = VerdictCache(cache_path or env.get("MASCOT_JUDGE_CACHE") or cache_dir() / "judge_cache.sqlite")
+        self.cache = VerdictCache(cache_path or default_cache_dir() / "judge_cache.sqlite")
         self.client = httpx.Client(timeout=timeout, headers={"Authorization": f"Bearer {api_key}"})
         self.stats: Counter[str] = Counter()
 

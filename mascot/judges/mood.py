@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 
 from mascot.data.scenario import valence_of
-from mascot.dialogue import Dialogue
+from mascot.group.dialogue import Dialogue
 from mascot.judges.lexicon import CELEBRATION, DISTRESS_CUES, words
 
 _CELEBRATE = re.compile("|".join(CELEBRATION), re.I)

@@ -29,16 +29,23 @@ import re
 
 import numpy as np
 
-from mascot.dialogue import Dialogue
+from mascot.group.cleaning import has_meta_talk
+from mascot.group.dialogue import Dialogue
+from mascot.group.personas import Persona
 from mascot.judges.base import CRITERIA, Judge, JudgeItem, Verdict
 from mascot.judges.embedding import Embedder, shared_embedder
 from mascot.judges.lexicon import (
-    AFFECT_WORDS, DISMISSIVE, EMOTION_ANCHORS, EMPATHY_ANCHORS, GENERIC_ASSISTANT, INTENSIFIERS,
-    YOU_WORDS, content_words, words,
+    AFFECT_WORDS,
+    DISMISSIVE,
+    EMOTION_ANCHORS,
+    EMPATHY_ANCHORS,
+    GENERIC_ASSISTANT,
+    INTENSIFIERS,
+    YOU_WORDS,
+    content_words,
+    words,
 )
 from mascot.judges.mood import mood_mismatch
-from mascot.personas import Persona
-from mascot.speaker import has_meta_talk
 
 MIN_WORDS, MAX_WORDS = 4, 150
 # The generic-assistant profile competes with a handicap: warm validation is legitimately close to

@@ -36,9 +36,6 @@ from mascot.safety.patterns import HARM_WORDS, match_concern, match_pattern, nor
 from mascot.safety.text import clip, has_words
 
 if TYPE_CHECKING:
-    from mascot.backends.base import Backend
-    from mascot.group.dialogue import Directive
-    from mascot.group.personas import Persona
     from mascot.safety.classifier import Classifier
     from mascot.safety.llm_judge import LLMGrayZoneJudge
 
@@ -285,24 +282,3 @@ def default_detector() -> CrisisDetector:
 def check_crisis(text: str, history: Sequence[str] = (), session_id: str = "") -> CrisisResult:
     """Decide the tier of `text` (given earlier user turns) with `default_detector()` (nothing is recorded)."""
     return default_detector().check(text, history, session_id=session_id)
-
-
-# -- Compatibility names for callers that have not switched yet (mascot/group/chat.py, app/chat_tab.py,
-# tests/test_chat.py): the fixed texts live in `mascot.safety.responses`, the judge in `mascot.safety.llm_judge`.
-# Remove this block once they import from there.
-from mascot.safety.responses import CRISIS_REPLY, CRISIS_SPEAKER, with_help_note  # noqa: E402,F401
-
-
-def concern_directive(roster: Sequence[Persona]) -> Directive:
-    """Compatibility: the first persona of `roster` opens the concern round (`mascot.safety.responses.concern_directive`
-    takes the pack's concern opener instead)."""
-    from mascot.safety.responses import concern_directive as directive_for
-
-    return directive_for(roster[0])
-
-
-def make_gray_zone_judge(backend: Backend | None, enabled: bool = False) -> LLMGrayZoneJudge | None:
-    """Compatibility: `mascot.safety.llm_judge.make_gray_zone_judge`, off unless `enabled` is passed."""
-    from mascot.safety.llm_judge import make_gray_zone_judge as make
-
-    return make(backend, enabled)

@@ -82,19 +82,3 @@ class SafetyLog:
             if self._db is not None:
                 self._db.close()
                 self._db = None
-
-
-# -- Compatibility names for callers that have not switched yet (app/server.py, tests/e2e/test_safety_browser.py):
-# neither keeps any state. Remove once they build `SafetyLog(settings.safety_log)` and pass it to the detector.
-def configure_safety_log(path: str | Path) -> SafetyLog:
-    """Compatibility: a `SafetyLog` at `path`. It no longer sets a process-wide log: pass the log to the detector."""
-    return SafetyLog(path)
-
-
-def tier_counts(path: str | Path, kind: str = INPUT) -> dict[str, int]:
-    """Compatibility: `SafetyLog(path).tier_counts(kind)`."""
-    events = SafetyLog(path)
-    try:
-        return events.tier_counts(kind)
-    finally:
-        events.close()

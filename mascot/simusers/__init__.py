@@ -29,8 +29,8 @@ from typing import Any
 import yaml
 
 from mascot.backends.base import Backend, GenerationParams, Messages
-from mascot.dialogue import Dialogue
 from mascot.errors import ConfigError, unknown_name
+from mascot.group.dialogue import Dialogue
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +54,7 @@ class SeekerScript:
 
     def opening_dialogue(self) -> Dialogue:
         """The dialogue after the seeker's first message (what the group answers first)."""
-        from mascot.dialogue import USER, Turn
+        from mascot.group.dialogue import USER, Turn
 
         return Dialogue(turns=[Turn(USER, self.turns[0])], situation=self.situation, emotion=self.emotion)
 

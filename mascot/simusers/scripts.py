@@ -9,16 +9,20 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import yaml
 
 from mascot.errors import ConfigError
 
+if TYPE_CHECKING:  # the dataclass lives in the package, which imports this module
+    from mascot.simusers import SeekerScript
+
 BUNDLED = Path(__file__).with_name("seeker_scripts.yaml")
 SPLITS = ("train", "test", "all")
 
 
-def _bundled() -> list["SeekerScript"]:
+def _bundled() -> list[SeekerScript]:
     from mascot.simusers import SeekerScript
 
     rows = yaml.safe_load(BUNDLED.read_text(encoding="utf-8"))
@@ -26,7 +30,7 @@ def _bundled() -> list["SeekerScript"]:
                          split=r["split"]) for r in rows]
 
 
-def _esconv(path: Path) -> list["SeekerScript"]:
+def _esconv(path: Path) -> list[SeekerScript]:
     from mascot.simusers import SeekerScript
 
     try:
@@ -42,7 +46,7 @@ def _esconv(path: Path) -> list["SeekerScript"]:
     return out
 
 
-def load_scripts(source: str = "bundled", split: str = "all", limit: int | None = None) -> list["SeekerScript"]:
+def load_scripts(source: str = "bundled", split: str = "all", limit: int | None = None) -> list[SeekerScript]:
     """Seeker scripts from `bundled` or `esconv[:PATH]` (default: the bundled ESConv sample), filtered by split."""
     if split not in SPLITS:
         raise ConfigError(f"Unknown split {split!r}. Valid splits: {', '.join(SPLITS)}.")

@@ -111,9 +111,10 @@ def main(args: argparse.Namespace) -> int:
     only = split_list(args.only)
     generates = args.stage == "stage2" or not only or "generate" in only
     if not args.print_config and generates and recipe_backend(args.recipe, cli_overrides(args), args.stage) == "llamacpp":
-        from mascot.backends.llamacpp.backend import import_llama_cpp
+        from mascot.backends.llamacpp.runtime import import_llama_cpp
 
-        import_llama_cpp()  # before the recipe imports TRL and torch: llama.cpp keeps its own OpenMP policy
+        # before the recipe imports TRL and torch: llama.cpp keeps its own OpenMP policy
+        import_llama_cpp(args.settings.llamacpp_omp_wait_policy)
     cfg = load_recipe(args.recipe, cli_overrides(args), stage=args.stage)
     if getattr(args, "extra_pairs", None):
         cfg.extra_pairs = [*cfg.extra_pairs, *args.extra_pairs]

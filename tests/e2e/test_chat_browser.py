@@ -6,7 +6,7 @@ import pytest
 
 from app.settings import Settings
 from mascot.backends.fake import FakeBackend
-from mascot.engine import Engine, EngineConfig, get_engine
+from mascot.group.engine import Engine, EngineConfig
 from tests.conftest import new_page, served
 
 pytestmark = pytest.mark.browser
@@ -15,10 +15,10 @@ pytestmark = pytest.mark.browser
 def _engine(kind: str) -> Engine:
     if kind == "fake":
         return Engine(EngineConfig(backend="fake"), FakeBackend(chunk_size=3))
-    return get_engine(EngineConfig())  # the embedded SmolLM2 with the shipped adapters
+    return Engine.load(EngineConfig())  # the embedded SmolLM2 with the shipped adapters
 
 
-@pytest.mark.parametrize("kind", ["fake", pytest.param("embedded", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("kind", ["fake", pytest.param("embedded", marks=pytest.mark.model)])
 def test_send_message_and_see_two_personas(browser, port, tmp_path, kind):
     settings = Settings(data_dir=str(tmp_path), backend=kind, mode="round-robin", port=port, max_speakers=2)
     dialogs: list[str] = []

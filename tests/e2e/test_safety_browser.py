@@ -7,8 +7,8 @@ import pytest
 
 from app.settings import Settings
 from mascot.backends.fake import FakeBackend
-from mascot.engine import Engine, EngineConfig
-from mascot.safety_log import configure_safety_log, default_log_path, tier_counts
+from mascot.group.engine import Engine, EngineConfig
+from mascot.safety.events import SafetyLog
 from tests.conftest import new_page, served
 
 pytestmark = pytest.mark.browser
@@ -16,7 +16,7 @@ pytestmark = pytest.mark.browser
 
 def test_crisis_message_shows_safety_reply_and_no_persona(browser, port, tmp_path):
     settings = Settings(data_dir=str(tmp_path), backend="fake", mode="round-robin", port=port)
-    log_path = configure_safety_log(default_log_path(settings.data_dir)).path
+    log = SafetyLog(settings.safety_log)  # where the served chat records its checks
     fake = FakeBackend()
     with served(settings, Engine(EngineConfig(backend="fake"), fake)) as base, new_page(browser) as page:
         page.goto(f"{base}/")
@@ -28,5 +28,5 @@ def test_crisis_message_shows_safety_reply_and_no_persona(browser, port, tmp_pat
         assert "Safety" in text and "988" in text and "findahelpline.com" in text
         assert page.locator("#chatbot .persona-name").count() == 0 and "Director →" not in text
         assert fake.calls == []  # no persona (and no director) was ever asked
-        assert tier_counts(log_path) == {"crisis": 1}
+        assert log.tier_counts() == {"crisis": 1}
         page.screenshot(path=str(tmp_path / "safety-crisis.png"), full_page=True)

@@ -7,7 +7,7 @@ import pytest
 
 from app.settings import Settings
 from mascot.backends.fake import FakeBackend
-from mascot.engine import Engine, EngineConfig
+from mascot.group.engine import Engine, EngineConfig
 from tests.conftest import new_page, served
 from tests.test_chat import prefer
 

@@ -136,10 +136,3 @@ class Stage2Config:
 
     def fingerprint(self) -> str:
         return hashlib.sha256(json.dumps(self.to_dict(), sort_keys=True, default=str).encode()).hexdigest()[:12]
-
-
-def load_stage2_recipe(name_or_path: str | Path, overrides: dict[str, Any] | None = None) -> Stage2Config:
-    """`mascot.train.recipes.load_recipe` for a Stage-2 recipe (the name mascot.evaluation.director_compare imports)."""
-    from mascot.train.recipes import load_recipe
-
-    return load_recipe(name_or_path, overrides, stage="stage2")

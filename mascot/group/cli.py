@@ -11,12 +11,12 @@ import json
 import sys
 from typing import TextIO
 
-from mascot.chat import CrisisEvent, DirectiveEvent, GroupChat, TokenEvent, TurnEvent
-from mascot.dialogue import Dialogue
-from mascot.director import DIRECTOR_MODES
-from mascot.engine import EngineConfig, get_engine
-from mascot.personas import load_pack
-from mascot.prompts import SPEAKER_STYLES
+from mascot.group.chat import CrisisEvent, DirectiveEvent, GroupChat, TokenEvent, TurnEvent
+from mascot.group.dialogue import Dialogue
+from mascot.group.director import DIRECTOR_MODES
+from mascot.group.engine import Engine, EngineConfig, live_detector
+from mascot.group.personas import load_pack
+from mascot.group.prompts import SPEAKER_STYLES
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -43,12 +43,14 @@ def build_group(args: argparse.Namespace) -> GroupChat:
         chosen = {pack.get(n).name for n in wanted}
         for p in pack.personas:
             p.enabled = p.name in chosen
-    engine = get_engine(EngineConfig(backend=args.backend, model=args.model, base_url=args.base_url,
-                                     checkpoints_dir=args.checkpoints_dir, run=args.run))
+    settings = args.settings
+    config = EngineConfig.from_settings(settings, backend=args.backend, model=args.model, base_url=args.base_url,
+                                        checkpoints_dir=args.checkpoints_dir, run=args.run)
+    engine = Engine.load(config, safety=live_detector(settings), llm_safety_judge=settings.safety_llm_judge)
     for w in engine.attach_adapters(pack):
         print(f"warning: {w}", file=sys.stderr)
     return engine.group(pack.active, args.mode, max_speakers=args.max_speakers, speaker_style=args.style,
-                        use_adapters=not args.no_adapters)
+                        use_adapters=not args.no_adapters, concern_opener=pack.concern_opener)
 
 
 def run_message(group: GroupChat, dialogue: Dialogue, text: str, seed: int, as_json: bool, out: TextIO) -> None:

@@ -1,17 +1,17 @@
-"""Speakers: a persona replies to the shared history under the director's instruction, through its
-own LoRA adapter when one is loaded, and the reply is cleaned into one in-character message."""
+"""Reply cleaning: raw model output made into one in-character message, and the checks that decide
+whether a draw is kept (meta talk, fragments, copies of earlier turns, unfinished sentences).
+
+The chat's speaker, Stage-1 candidate generation, rewards and judges all clean replies here, so every
+consumer sees the text a chat user would see."""
 
 from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Iterator
-from contextlib import closing
 
-from mascot.backends.base import Backend, GenerationParams
-from mascot.dialogue import Dialogue, Directive
-from mascot.personas import Persona
-from mascot.prompts import speaker_messages, strip_reasoning
+from mascot.group.dialogue import Dialogue
+from mascot.group.personas import Persona
+from mascot.group.prompts import strip_reasoning
 
 MAX_REPLY_CHARS = 600
 META_PATTERNS = (r"\bas an ai\b", r"\bas a language model\b", r"\bi am an ai\b", r"\bi'm an ai\b",
@@ -19,7 +19,7 @@ META_PATTERNS = (r"\bas an ai\b", r"\bas a language model\b", r"\bi am an ai\b",
                  r"\bhere(?:'s| is) (?:an? |the )?(?:edited|revised|rewritten|improved|updated) (?:version|text)\b",
                  r"\bhere(?:'s| is) the (?:ending|end|rest|continuation) of the (?:conversation|dialogue|story)\b",
                  r"\bhere(?:'s| is) (?:your|my|the) (?:next |new )?(?:message|response|reply)\b",
-                 # writing-coach talk (round-16 speakers in the chat: "Here's an example of how you could respond.")
+                 # writing-coach talk ("Here's an example of how you could respond.")
                  r"\bhere(?:'s| is) (?:an example of |one way |a way )?how (?:you|i|we) (?:could|can|might|should|would) (?:respond|reply|answer)\b",
                  r"\bhere(?:'s| is) an example (?:of )?(?:a |an )?(?:response|reply|answer)\b",
                  r"\bthe (?:user|assistant) (?:says|said|asks|asked|is asking)\b")
@@ -28,9 +28,7 @@ _META_OPENERS = ("here's", "here is", "here\u2019s", "the user", "the assistant"
                  "i am an ai", "i'm an ai")
 META_REDRAWS = 2  # a reply that is meta talk from its first sentence is drawn again, with other seeds, up to twice
 # A reply of fewer words ("Theater.", "Laughter!", "The moment.", a row of emoji) is drawn again in the same way:
-# none of them answers the user. The prompted speakers wrote one in 0.5-1% of replies in the round-5 evaluations
-# (zero-shot 6, few-shot 12, SFT-only 11 of 1,161 each), and the default chat 3 of 118 (40 held-out openings).
-# The draw with the most words is kept. Three words ("You are brave.") make a reply.
+# none of them answers the user. The draw with the most words is kept. Three words ("You are brave.") make a reply.
 MIN_REPLY_WORDS = 3
 # A reply that copies an earlier persona turn of the conversation (word sequences at least this similar, difflib)
 # is drawn again in the same way: in six three-message default chats, 4 of 48 persona turns copied an earlier one
@@ -107,12 +105,7 @@ def finish_sentence(text: str, min_words: int = 3) -> str:
     return head + "." if head else t
 
 
-def adapter_name(persona: Persona) -> str:
-    """The backend adapter name used for a persona's LoRA."""
-    return f"speaker-{persona.key}"
-
-
-PROMPT_LABELS = ("Tone", "Situation", "Director's instruction")  # headings of the speaker prompt (mascot.prompts)
+PROMPT_LABELS = ("Tone", "Situation", "Director's instruction")  # headings of the speaker prompt (mascot.group.prompts)
 
 
 def _tag_pattern(names: list[str]) -> str:
@@ -188,8 +181,7 @@ def cut_meta_talk(text: str) -> str:
     """The text before the sentence in which meta talk starts ("" when it opens with it; unchanged without).
 
     The 135M speakers sometimes forget they are in a conversation and answer as a text editor ("Here's a
-    revised version of your text."): about 1 in 100 replies in the round-5 evaluations, mostly as the whole
-    reply. Nothing from that sentence on is in character.
+    revised version of your text."): about 1 in 100 replies, mostly as the whole reply. Nothing from that sentence on is in character.
 
     >>> cut_meta_talk("That sounds hard. Here is an edited version of your text.")
     'That sounds hard.'
@@ -239,109 +231,8 @@ def might_open_meta(text: str) -> bool:
     return count_words(t) <= 8 and any(t.startswith(o) or o.startswith(t) for o in _META_OPENERS)
 
 
-class Speaker:
-    """Generates persona replies through one shared backend (adapter switched per persona)."""
-
-    def __init__(
-        self,
-        backend: Backend,
-        params: GenerationParams | None = None,
-        style: str = "persona",
-        use_adapters: bool = True,
-    ) -> None:
-        self.backend = backend
-        self.params = params or GenerationParams(
-            max_new_tokens=64, temperature=0.6, top_p=0.9, repetition_penalty=1.1, stop=("\n\n", "\nUser:")
-        )
-        self.style = style
-        self.use_adapters = use_adapters
-
-    def adapter_for(self, persona: Persona) -> str | None:
-        name = adapter_name(persona)
-        return name if self.use_adapters and name in self.backend.adapters else None
-
-    def messages(self, persona: Persona, roster: list[Persona], dialogue: Dialogue, directive: Directive | None):
-        return speaker_messages(persona, roster, dialogue, directive, style=self.style)
-
-    def stream(
-        self, persona: Persona, roster: list[Persona], dialogue: Dialogue, directive: Directive | None, seed: int | None = None
-    ) -> Iterator[str]:
-        """Yield the cleaned reply so far after each streamed chunk (the last value is final).
-
-        Meta talk never reaches the user: an opening that could become meta talk is held back until decided; a
-        reply that is meta talk from its first sentence, shorter than `MIN_REPLY_WORDS` words, or a copy of an
-        earlier turn (`REPEAT_RATIO`) is drawn again with another seed (`META_REDRAWS`; the best draw is kept);
-        one that turns to meta talk later ends before that sentence. A reply is held back while it could still be
-        meta talk or a copy of an earlier turn."""
-        msgs = self.messages(persona, roster, dialogue, directive)
-        earlier = earlier_turns(dialogue)
-        best, best_rank = "", _draw_rank("", earlier)
-        for attempt in range(META_REDRAWS + 1):
-            raw, text, shown = "", "", False
-            with closing(self.backend.stream(msgs, self.params.with_(seed=_redraw_seed(seed, attempt)),
-                                             adapter=self.adapter_for(persona))) as deltas:
-                for delta in deltas:
-                    raw += delta
-                    text = clean_reply(raw, persona, roster, finish=False)
-                    if cut_meta_talk(text) != text:
-                        break
-                    # held back until it has MIN_REPLY_WORDS words (the safety guard shows nothing before four
-                    # words anyway) and can no longer turn into meta talk or a copy of an earlier turn
-                    if shown or (count_words(text) >= MIN_REPLY_WORDS and not might_open_meta(text)
-                                 and not copying_so_far(text, earlier)):
-                        shown = True
-                        yield text
-                else:  # the final text ends at a sentence boundary
-                    text = clean_reply(raw, persona, roster)
-            kept = finish_sentence(cut_meta_talk(text))
-            rank = _draw_rank(kept, earlier)
-            if shown or rank > best_rank:
-                best, best_rank = kept, rank
-            if shown or rank[0] or attempt == META_REDRAWS:
-                yield best
-                return
-
-    def reply_batch(
-        self,
-        items: list[tuple[Persona, list[Persona], Dialogue, Directive | None]],
-        seed: int | None = None,
-        params: GenerationParams | None = None,
-    ) -> list[str]:
-        """Batched replies, one backend call per adapter group (used by rollouts and evaluation)."""
-        params = (params or self.params).with_(seed=seed)
-        out: list[str] = [""] * len(items)
-        groups: dict[str | None, list[int]] = {}
-        for i, (persona, *_rest) in enumerate(items):
-            groups.setdefault(self.adapter_for(persona), []).append(i)
-        earlier = [earlier_turns(dialogue) for _, _, dialogue, _ in items]
-        ranks: list[tuple[bool, bool, bool, int]] = [_draw_rank("", e) for e in earlier]
-        for adapter, idx in groups.items():
-            # as in `stream`: meta talk from the start, a fragment or a copy of an earlier turn is drawn again
-            for attempt in range(META_REDRAWS + 1):
-                chats = [self.messages(*items[i]) for i in idx]
-                redo = []
-                for i, c in zip(idx, self.backend.generate(chats, params.with_(seed=_redraw_seed(seed, attempt)),
-                                                           adapter=adapter)):
-                    kept = finish_sentence(cut_meta_talk(clean_reply(c.text, items[i][0], items[i][1])))
-                    rank = _draw_rank(kept, earlier[i])
-                    if attempt == 0 or rank > ranks[i]:
-                        out[i], ranks[i] = kept, rank
-                    if not ranks[i][0]:  # not acceptable yet
-                        redo.append(i)
-                idx = redo
-                if not idx:
-                    break
-        return out
 
 
-def _draw_rank(text: str, earlier: list[list[str]]) -> tuple[bool, bool, bool, int]:
-    """Which of several draws to keep, as a sortable tuple: an acceptable one first (at least MIN_REPLY_WORDS words
-    and no copy of an earlier turn: no redraw needed; element 0), then one of MIN_REPLY_WORDS words or more (a copy
-    beats an empty reply or a fragment), then one that copies nothing, then the longest."""
-    n, copy = count_words(text), repeats_turn(text, earlier)
-    return n >= MIN_REPLY_WORDS and not copy, n >= MIN_REPLY_WORDS, not copy, n
-
-
-def _redraw_seed(seed: int | None, attempt: int) -> int | None:
-    """The seed of a redraw: the caller's for the first draw, then fixed offsets from it (None stays random)."""
-    return seed if seed is None or attempt == 0 else seed + 7919 * attempt
+def finalize_reply(raw: str, persona: Persona, roster: list[Persona]) -> str:
+    """A finished draw as the user gets it: cleaned, cut before any meta talk, ending on a whole sentence."""
+    return finish_sentence(cut_meta_talk(clean_reply(raw, persona, roster)))

@@ -1,5 +1,5 @@
-"""The process-wide engine: one backend (loaded once, shared by all sessions) plus the adapters
-found in `checkpoints/`, and a factory for per-session GroupChats."""
+"""The engine: one backend (loaded once, shared by all sessions), the adapters found in `checkpoints/`,
+the crisis detector with its event log, and a factory for per-session GroupChats."""
 
 from __future__ import annotations
 
@@ -9,12 +9,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mascot.backends import Backend, load_backend
-from mascot.chat import GroupChat
-from mascot.checkpoints import director_adapter_dir, find_run, is_adapter, persona_adapter_path
-from mascot.director import DIRECTOR_ADAPTER
 from mascot.errors import MascotError
-from mascot.personas import Persona, PersonaPack
-from mascot.speaker import adapter_name
+from mascot.files.checkpoints import director_adapter_dir, find_run, is_adapter, persona_adapter_path
+from mascot.group.chat import GroupChat
+from mascot.group.director import DIRECTOR_ADAPTER
+from mascot.group.personas import Persona, PersonaPack
+from mascot.group.speaker import adapter_name
+from mascot.safety.detector import CrisisDetector
+from mascot.safety.events import SafetyLog
+from mascot.settings import BACKEND_FIELDS, backend_options
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +34,22 @@ class EngineConfig:
     api_key: str = "EMPTY"
     checkpoints_dir: str = "checkpoints"
     run: str | None = None
+    cache_dir: str | None = None  # converted models and GGUF LoRAs (Settings.cache_dir)
+    llamacpp_weights: str = "auto"
+    llamacpp_decode_weights: str = "native"
+    llamacpp_threads: int = 0  # 0: calibrated at load
+    llamacpp_omp_wait_policy: str = ""
+    llamacpp_probe: bool = True
+
+    @classmethod
+    def from_settings(cls, settings: object, **fields: object) -> EngineConfig:
+        """The engine part of a `mascot.settings.Settings` (or the app's), plus explicit fields."""
+        values = {n: getattr(settings, n) for n in BACKEND_FIELDS if hasattr(settings, n)}
+        return cls(**{**values, **fields})  # type: ignore[arg-type]
+
+    def backend_options(self) -> dict[str, object]:
+        return {"model": self.model, "dtype": self.dtype, "device": self.device, "base_url": self.base_url,
+                "api_key": self.api_key, **backend_options(self)}
 
 
 @dataclass
@@ -43,8 +62,18 @@ class Engine:
     run_dir: Path | None = None
     # Per pack: who fell back to the prompted base model (names only, no paths: shown in the public UI).
     fallbacks: dict[str, list[str]] = field(default_factory=dict)
+    safety: CrisisDetector | None = None  # None: the process's shared detector, recording nothing
+    llm_safety_judge: bool = False  # Settings.safety_llm_judge
     _loaded_packs: set[str] = field(default_factory=set)
-    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _tried: set[str] = field(default_factory=set)  # the director adapter, once tried (attached or refused)
+    _lock: threading.RLock = field(default_factory=threading.RLock)
+
+    @classmethod
+    def load(cls, config: EngineConfig, safety: CrisisDetector | None = None, llm_safety_judge: bool = False) -> Engine:
+        """Load the backend and find the run whose adapters the chat uses."""
+        backend = load_backend(config.backend, **config.backend_options())
+        return cls(config, backend, run_dir=find_run(config.checkpoints_dir, config.run), safety=safety,
+                   llm_safety_judge=llm_safety_judge)
 
     def attach_adapters(self, pack: PersonaPack) -> list[str]:
         """Load each persona's LoRA (and the director's) onto the shared base, once per pack.
@@ -61,14 +90,20 @@ class Engine:
                 found = self.attach_persona(p)
                 new += found
                 fell_back += [p.name] if found else []
-            if self.run_dir is not None and DIRECTOR_ADAPTER not in self.backend.adapters:
-                d = director_adapter_dir(self.run_dir)
-                if is_adapter(d):
-                    found = self._try_add(DIRECTOR_ADAPTER, d, "the director")
-                    new += found
-                    fell_back += ["the director"] if found else []
+            found = self.attach_director()
+            new += found
+            fell_back += ["the director"] if found else []
             self.warnings += new
             return new
+
+    def attach_director(self) -> list[str]:
+        """Load the run's director adapter once (the `trained` director mode runs on it)."""
+        with self._lock:
+            if self.run_dir is None or DIRECTOR_ADAPTER in self.backend.adapters or DIRECTOR_ADAPTER in self._tried:
+                return []
+            self._tried.add(DIRECTOR_ADAPTER)
+            d = director_adapter_dir(self.run_dir)
+            return self._try_add(DIRECTOR_ADAPTER, d, "the director") if is_adapter(d) else []
 
     def attach_persona(self, persona: Persona) -> list[str]:
         name = adapter_name(persona)
@@ -97,18 +132,18 @@ class Engine:
         """Pay the first chat turn's one-off costs now: the safety classifiers, each speaker's cached persona
         prompt and the director's scoring prompt. Nothing is logged. Returns the seconds it took.
 
-        Measured on the llamacpp backend: the first turn's first token took 4.5 s cold and 0.44 s after this."""
+        On the llamacpp backend this takes the first turn's first token from seconds to under half a second."""
         import time
 
         from mascot.backends.base import GenerationParams
-        from mascot.dialogue import Dialogue, Turn
-        from mascot.director import DirectorState
-        from mascot.safety import default_detector
+        from mascot.group.dialogue import Dialogue, Turn
+        from mascot.group.director import DirectorState
+        from mascot.safety.detector import default_detector
 
         t = time.perf_counter()
         self.attach_adapters(pack)
         text = pack.starters[0] if pack.starters else "Hello."
-        detector = default_detector()
+        detector = self.safety or default_detector()
         detector.check(text, record=False)
         detector.check_reply("That sounds hard. I am here with you.", record=False)
         group = self.group(pack.active, mode)
@@ -121,21 +156,17 @@ class Engine:
         return time.perf_counter() - t
 
     def group(self, roster: list[Persona], mode: str, **kwargs: object) -> GroupChat:
-        """A GroupChat for one session over the shared backend."""
+        """A GroupChat for one session over the shared backend. The roster's adapters (and, for the `trained`
+        mode, the director's) are attached first, so no caller has to remember to."""
+        if mode == "trained":
+            self.attach_director()
+        kwargs.setdefault("safety", self.safety)
+        kwargs.setdefault("llm_safety_judge", self.llm_safety_judge)
         return GroupChat(self.backend, roster, mode=mode, **kwargs)  # type: ignore[arg-type]
 
 
-_ENGINES: dict[EngineConfig, Engine] = {}
-_ENGINES_LOCK = threading.Lock()
-
-
-def get_engine(config: EngineConfig) -> Engine:
-    """Load (once per process) and return the engine for `config`."""
-    with _ENGINES_LOCK:
-        if config not in _ENGINES:
-            backend = load_backend(
-                config.backend, model=config.model, dtype=config.dtype, device=config.device,
-                base_url=config.base_url, api_key=config.api_key,
-            )
-            _ENGINES[config] = Engine(config, backend, run_dir=find_run(config.checkpoints_dir, config.run))
-        return _ENGINES[config]
+def live_detector(settings: object) -> CrisisDetector:
+    """The crisis detector of a live chat: the shipped classifiers (loaded on first use, or by the warm-up),
+    recording every decision (tier, score and layer, never the text) in the settings' safety log, where the
+    researcher app's Safety tab reads."""
+    return CrisisDetector(events=SafetyLog(settings.safety_log))

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mascot.personas import Persona
+from mascot.group.personas import Persona
 
 DEFAULT_RUN = "tiny-cpu"
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 import re
 
 from mascot.backends.base import Messages
-from mascot.dialogue import Dialogue, Directive
 from mascot.errors import unknown_name
-from mascot.personas import Persona
+from mascot.group.dialogue import Dialogue, Directive
+from mascot.group.personas import Persona
 
 # Speaker prompt styles: "persona" is what the chat and the trained adapters use; the others
 # are the paper's prompted baselines (Zero-Shot, Few-Shot, CoT variants, w/o personas).

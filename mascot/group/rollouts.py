@@ -12,9 +12,9 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
-from mascot.chat import GroupChat
-from mascot.dialogue import Dialogue, Turn
-from mascot.director import Decision
+from mascot.group.chat import GroupChat
+from mascot.group.dialogue import Dialogue, Turn
+from mascot.group.director import Decision
 from mascot.simusers import SeekerScript, SimulatedUser
 
 log = logging.getLogger(__name__)
@@ -40,7 +40,7 @@ class Rollout:
             self.start = len(self.dialogue.turns)
 
     @classmethod
-    def from_script(cls, rid: str, script: SeekerScript, seed: int = 0) -> "Rollout":
+    def from_script(cls, rid: str, script: SeekerScript, seed: int = 0) -> Rollout:
         """A rollout that starts right after the seeker's opening message."""
         return cls(rid, script, script.opening_dialogue(), seed)
 

@@ -44,7 +44,7 @@ class Turn:
         return d
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "Turn":
+    def from_dict(cls, d: dict[str, Any]) -> Turn:
         directive = Directive(**d["directive"]) if d.get("directive") else None
         return cls(speaker=d["speaker"], text=d["text"], directive=directive, meta=dict(d.get("meta") or {}))
 
@@ -87,7 +87,7 @@ class Dialogue:
         return {"situation": self.situation, "emotion": self.emotion, "turns": [t.to_dict() for t in self.turns]}
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "Dialogue":
+    def from_dict(cls, d: dict[str, Any]) -> Dialogue:
         return cls(
             turns=[Turn.from_dict(t) for t in d.get("turns", [])],
             situation=d.get("situation", ""),

@@ -3,18 +3,18 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
-from mascot.dialogue import Dialogue
-from mascot.personas import PersonaPack
+from mascot.group.dialogue import Dialogue
+from mascot.group.personas import PersonaPack
 
 
 def to_json(dialogue: Dialogue, pack: PersonaPack | None = None, **extra: Any) -> str:
     """A re-importable JSON document: dialogue, roster and settings."""
     doc: dict[str, Any] = {
         "format": "mascot-transcript/1",
-        "exported_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "exported_at": datetime.now(UTC).isoformat(timespec="seconds"),
         **extra,
         "dialogue": dialogue.to_dict(),
     }

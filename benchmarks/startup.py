@@ -1,0 +1,140 @@
+"""Start-up cost as a user meets it: the one-shot CLI answer and `app.py` to a served page.
+
+- `cli`: wall time of `mascot chat --message ... --json` (a fresh process: imports, model load, adapters,
+  the group's three replies), the median of `--rounds` runs, and the heavy libraries that process imported
+  (torch, transformers, peft, trl, scipy, sklearn, sentence_transformers);
+- `app`: wall time from starting `app.py` (warm-up on, as `make run`) until GET / answers 200, then the
+  first three-speaker answer through the public `/chat` API.
+
+Both run on a prepared venv (models converted, llama.cpp probe cached). `--repo DIR` measures another
+checkout (e.g. a `git worktree` of an older commit) with the same venv.
+
+    .venv/bin/python benchmarks/startup.py [--rounds 3] [--repo DIR] [--json benchmarks/results/startup.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import socket
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+MESSAGE = "Work has been really stressful lately and I can't switch off in the evenings."
+HEAVY = ("torch", "transformers", "peft", "trl", "scipy", "sklearn", "sentence_transformers")
+# runs the CLI in-process, then reports which heavy libraries it imported (on stderr, after the answer)
+PROBE = """
+import sys, runpy
+sys.argv = ["mascot", "chat", "--message", {message!r}, "--json"]
+try:
+    runpy.run_module("mascot", run_name="__main__")
+except SystemExit:
+    pass
+print("HEAVY=" + ",".join(m for m in {heavy!r} if m in sys.modules), file=sys.stderr)
+"""
+
+
+def cpu_model() -> str:
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return platform.processor()
+
+
+def env_for(repo: Path) -> dict[str, str]:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PYTHONPATH": str(repo)}
+    env["MASCOT_DATA_DIR"] = env.get("MASCOT_DATA_DIR") or str(Path("/tmp") / "mascot-startup-data")
+    return env
+
+
+def time_cli(repo: Path, rounds: int) -> dict:
+    times, heavy, turns = [], "", 0
+    for _ in range(rounds):
+        t = time.perf_counter()
+        out = subprocess.run([sys.executable, "-c", PROBE.format(message=MESSAGE, heavy=HEAVY)], cwd=repo,
+                             env=env_for(repo), capture_output=True, text=True, timeout=300)
+        times.append(time.perf_counter() - t)
+        if out.returncode != 0:
+            raise SystemExit(f"the CLI failed:\n{out.stderr[-2000:]}")
+        heavy = next((ln[6:] for ln in out.stderr.splitlines() if ln.startswith("HEAVY=")), "")
+        turns = sum(1 for ln in out.stdout.splitlines() if ln.startswith("{"))
+    return {"median_s": round(statistics.median(times), 2), "runs_s": [round(x, 2) for x in times],
+            "turns": turns, "heavy_imports": [m for m in heavy.split(",") if m]}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def time_app(repo: Path, rounds: int) -> dict:
+    served, answered = [], []
+    for _ in range(rounds):
+        port = free_port()
+        t = time.perf_counter()
+        proc = subprocess.Popen([sys.executable, "app.py", "--port", str(port)], cwd=repo, env=env_for(repo),
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            while True:
+                if proc.poll() is not None:
+                    raise SystemExit(f"app.py exited with {proc.returncode} before serving")
+                try:
+                    with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=2) as r:
+                        if r.status == 200:
+                            break
+                except OSError:
+                    time.sleep(0.1)
+                if time.perf_counter() - t > 300:
+                    raise SystemExit("app.py did not serve within 300 s")
+            served.append(time.perf_counter() - t)
+            from gradio_client import Client
+
+            client = Client(f"http://127.0.0.1:{port}/", verbose=False)
+            t2 = time.perf_counter()
+            turns = client.predict(MESSAGE, [], "emotional-support", "trained", 3, 0, api_name="/chat")
+            answered.append(time.perf_counter() - t2)
+            assert sum(1 for x in turns if x["speaker"] != "user") >= 1
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:  # an open client connection can hold uvicorn's graceful shutdown
+                proc.kill()
+                proc.wait()
+    return {"page_median_s": round(statistics.median(served), 2), "page_runs_s": [round(x, 2) for x in served],
+            "first_answer_median_s": round(statistics.median(answered), 2)}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--repo", type=Path, default=ROOT, help="the checkout to measure (default: this one)")
+    p.add_argument("--only", choices=("cli", "app"), default=None)
+    p.add_argument("--json", type=Path, default=None, help="write the figures here")
+    args = p.parse_args()
+    result = {"repo": str(args.repo), "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=args.repo,
+                                                               capture_output=True, text=True).stdout.strip(),
+              "cpu": cpu_model(), "cores": len(os.sched_getaffinity(0)), "message": MESSAGE}
+    if args.only in (None, "cli"):
+        result["cli"] = time_cli(args.repo, args.rounds)
+        print(f"CLI one-shot three-speaker answer: {result['cli']['median_s']} s (median of {args.rounds}); "
+              f"heavy imports: {', '.join(result['cli']['heavy_imports']) or 'none'}", flush=True)
+    if args.only in (None, "app"):
+        result["app"] = time_app(args.repo, args.rounds)
+        print(f"app.py to a served page: {result['app']['page_median_s']} s; first /chat answer "
+              f"{result['app']['first_answer_median_s']} s", flush=True)
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(result, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()

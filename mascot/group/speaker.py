@@ -1,0 +1,141 @@
+"""Speakers: a persona replies to the shared history under the director's instruction, through its
+own LoRA adapter when one is loaded; the reply is cleaned (mascot.group.cleaning) into one in-character
+message, and a draw that is meta talk, a fragment or a copy of an earlier turn is drawn again."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import closing
+
+from mascot.backends.base import Backend, GenerationParams
+from mascot.group.cleaning import (
+    META_REDRAWS,
+    MIN_REPLY_WORDS,
+    clean_reply,
+    copying_so_far,
+    count_words,
+    cut_meta_talk,
+    earlier_turns,
+    finalize_reply,
+    finish_sentence,
+    might_open_meta,
+    repeats_turn,
+)
+from mascot.group.dialogue import Dialogue, Directive
+from mascot.group.personas import Persona
+from mascot.group.prompts import speaker_messages
+
+
+def adapter_name(persona: Persona) -> str:
+    """The backend adapter name used for a persona's LoRA."""
+    return f"speaker-{persona.key}"
+
+
+
+
+class Speaker:
+    """Generates persona replies through one shared backend (adapter switched per persona)."""
+
+    def __init__(
+        self,
+        backend: Backend,
+        params: GenerationParams | None = None,
+        style: str = "persona",
+        use_adapters: bool = True,
+    ) -> None:
+        self.backend = backend
+        self.params = params or GenerationParams(
+            max_new_tokens=64, temperature=0.6, top_p=0.9, repetition_penalty=1.1, stop=("\n\n", "\nUser:")
+        )
+        self.style = style
+        self.use_adapters = use_adapters
+
+    def adapter_for(self, persona: Persona) -> str | None:
+        name = adapter_name(persona)
+        return name if self.use_adapters and name in self.backend.adapters else None
+
+    def messages(self, persona: Persona, roster: list[Persona], dialogue: Dialogue, directive: Directive | None):
+        return speaker_messages(persona, roster, dialogue, directive, style=self.style)
+
+    def stream(
+        self, persona: Persona, roster: list[Persona], dialogue: Dialogue, directive: Directive | None, seed: int | None = None
+    ) -> Iterator[str]:
+        """Yield the cleaned reply so far after each streamed chunk (the last value is final).
+
+        Meta talk never reaches the user: an opening that could become meta talk is held back until decided; a
+        reply that is meta talk from its first sentence, shorter than `MIN_REPLY_WORDS` words, or a copy of an
+        earlier turn (`REPEAT_RATIO`) is drawn again with another seed (`META_REDRAWS`; the best draw is kept);
+        one that turns to meta talk later ends before that sentence. A reply is held back while it could still be
+        meta talk or a copy of an earlier turn."""
+        msgs = self.messages(persona, roster, dialogue, directive)
+        earlier = earlier_turns(dialogue)
+        best, best_rank = "", _draw_rank("", earlier)
+        for attempt in range(META_REDRAWS + 1):
+            raw, text, shown = "", "", False
+            with closing(self.backend.stream(msgs, self.params.with_(seed=_redraw_seed(seed, attempt)),
+                                             adapter=self.adapter_for(persona))) as deltas:
+                for delta in deltas:
+                    raw += delta
+                    text = clean_reply(raw, persona, roster, finish=False)
+                    if cut_meta_talk(text) != text:
+                        break
+                    # held back until it has MIN_REPLY_WORDS words (the safety guard shows nothing before four
+                    # words anyway) and can no longer turn into meta talk or a copy of an earlier turn
+                    if shown or (count_words(text) >= MIN_REPLY_WORDS and not might_open_meta(text)
+                                 and not copying_so_far(text, earlier)):
+                        shown = True
+                        yield text
+                else:  # the final text ends at a sentence boundary
+                    text = clean_reply(raw, persona, roster)
+            kept = finish_sentence(cut_meta_talk(text))
+            rank = _draw_rank(kept, earlier)
+            if shown or rank > best_rank:
+                best, best_rank = kept, rank
+            if shown or rank[0] or attempt == META_REDRAWS:
+                yield best
+                return
+
+    def reply_batch(
+        self,
+        items: list[tuple[Persona, list[Persona], Dialogue, Directive | None]],
+        seed: int | None = None,
+        params: GenerationParams | None = None,
+    ) -> list[str]:
+        """Batched replies, one backend call per adapter group (used by rollouts and evaluation)."""
+        params = (params or self.params).with_(seed=seed)
+        out: list[str] = [""] * len(items)
+        groups: dict[str | None, list[int]] = {}
+        for i, (persona, *_rest) in enumerate(items):
+            groups.setdefault(self.adapter_for(persona), []).append(i)
+        earlier = [earlier_turns(dialogue) for _, _, dialogue, _ in items]
+        ranks: list[tuple[bool, bool, bool, int]] = [_draw_rank("", e) for e in earlier]
+        for adapter, idx in groups.items():
+            # as in `stream`: meta talk from the start, a fragment or a copy of an earlier turn is drawn again
+            for attempt in range(META_REDRAWS + 1):
+                chats = [self.messages(*items[i]) for i in idx]
+                redo = []
+                for i, c in zip(idx, self.backend.generate(chats, params.with_(seed=_redraw_seed(seed, attempt)),
+                                                           adapter=adapter)):
+                    kept = finalize_reply(c.text, items[i][0], items[i][1])
+                    rank = _draw_rank(kept, earlier[i])
+                    if attempt == 0 or rank > ranks[i]:
+                        out[i], ranks[i] = kept, rank
+                    if not ranks[i][0]:  # not acceptable yet
+                        redo.append(i)
+                idx = redo
+                if not idx:
+                    break
+        return out
+
+
+def _draw_rank(text: str, earlier: list[list[str]]) -> tuple[bool, bool, bool, int]:
+    """Which of several draws to keep, as a sortable tuple: an acceptable one first (at least MIN_REPLY_WORDS words
+    and no copy of an earlier turn: no redraw needed; element 0), then one of MIN_REPLY_WORDS words or more (a copy
+    beats an empty reply or a fragment), then one that copies nothing, then the longest."""
+    n, copy = count_words(text), repeats_turn(text, earlier)
+    return n >= MIN_REPLY_WORDS and not copy, n >= MIN_REPLY_WORDS, not copy, n
+
+
+def _redraw_seed(seed: int | None, attempt: int) -> int | None:
+    """The seed of a redraw: the caller's for the first draw, then fixed offsets from it (None stays random)."""
+    return seed if seed is None or attempt == 0 else seed + 7919 * attempt
