@@ -8,12 +8,16 @@ from 0.774 (encoder alone) to 0.797, and at 10% from 0.844 to 0.883 (`benchmarks
 
 Features are hashed (no vocabulary to store): `char_wb` 2-5-grams and word 1-2-grams, each part with
 sublinear term frequency, inverse document frequency and its own L2 norm, as scikit-learn's
-`TfidfVectorizer` computes them. Training uses scikit-learn; the shipped model is three plain arrays in
-`lexical.npz` (no pickle), scored here with a few sparse products: well under a millisecond per check.
+`TfidfVectorizer` computes them. Training uses scikit-learn (`HashingVectorizer`, `LogisticRegression`); the
+shipped model is three plain arrays in `lexical.npz` (no pickle). Scoring computes the same features in plain
+Python and numpy (`hashed_counts`: scikit-learn's analyzers and its signed 32-bit MurmurHash3), so the chat
+imports neither scikit-learn nor scipy; `tests/test_safety_runtime.py` checks the logits against
+scikit-learn's to 1e-9. Under a millisecond per text.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,9 +29,80 @@ from mascot.errors import ConfigError
 N_FEATURES = 2**18  # per part (characters, words)
 C = 16.0  # inverse regularisation of the logistic head (out-of-fold comparison of 1, 4, 16, 64)
 FILE = "lexical.npz"
+CHAR_NGRAMS = (2, 5)
+WORD_NGRAMS = (1, 2)
+_WHITE_SPACES = re.compile(r"\s\s+")  # scikit-learn's whitespace normalisation and default token pattern
+_WORD = re.compile(r"(?u)\b\w\w+\b")
+
+
+def char_wb_ngrams(text: str) -> list[str]:
+    """scikit-learn's `char_wb` analyzer: lower-cased, each word padded with a space on both sides, its
+    n-grams; a word shorter than n counts once, for the smallest such n."""
+    lo, hi = CHAR_NGRAMS
+    grams: list[str] = []
+    for w in _WHITE_SPACES.sub(" ", text.lower()).split():
+        w = " " + w + " "
+        for n in range(lo, hi + 1):
+            grams.extend(w[i : i + n] for i in range(max(len(w) - n, 0) + 1))
+            if len(w) <= n:
+                break
+    return grams
+
+
+def word_ngrams(text: str) -> list[str]:
+    """scikit-learn's `word` analyzer: lower-cased words of two or more word characters, then each run of up to
+    two words joined by a space."""
+    words = _WORD.findall(text.lower())
+    lo, hi = WORD_NGRAMS
+    return [" ".join(words[i : i + n]) for n in range(lo, hi + 1) for i in range(len(words) - n + 1)]
+
+
+def _rotl(x: np.ndarray, r: int) -> np.ndarray:
+    return (x << np.uint32(r)) | (x >> np.uint32(32 - r))
+
+
+def murmurhash3_32(keys: Sequence[bytes], seed: int = 0) -> np.ndarray:
+    """MurmurHash3 (x86, 32 bits) of each key, as signed int32 like `sklearn.utils.murmurhash3_32`. All keys at
+    once, a column of 4-byte blocks per step: keys sorted longest first, so the keys still in their full blocks
+    and those at their tail block are two consecutive ranges."""
+    c1, c2 = np.uint32(0xCC9E2D51), np.uint32(0x1B873593)
+    order = np.argsort(-np.fromiter(map(len, keys), np.int64, len(keys)), kind="stable")
+    lengths = np.fromiter((len(keys[i]) for i in order), np.int64, len(keys))
+    width = (int(lengths[0]) // 4 + 1) * 4 if len(keys) else 4  # zero padding: a tail block reads as little-endian
+    blocks = np.frombuffer(b"".join(keys[i].ljust(width, b"\0") for i in order), "<u4").reshape(len(keys), width // 4)
+    # block column j: keys [0, full) hold all four bytes of it, keys [full, tail) end inside it
+    cols = np.arange(blocks.shape[1])
+    fulls = np.searchsorted(-lengths, -4 * (cols + 1), side="right").tolist()  # lengths >= 4 (j + 1)
+    tails = np.searchsorted(-lengths, -4 * cols, side="left").tolist()  # lengths > 4 j
+    h = np.full(len(keys), seed, np.uint32)
+    for j, full, tail in zip(cols.tolist(), fulls, tails):
+        k = _rotl(blocks[:tail, j] * c1, 15) * c2
+        h[:full] = _rotl(h[:full] ^ k[:full], 13) * np.uint32(5) + np.uint32(0xE6546B64)
+        h[full:tail] ^= k[full:tail]
+    h ^= lengths.astype(np.uint32)
+    h ^= h >> np.uint32(16)
+    h *= np.uint32(0x85EBCA6B)
+    h ^= h >> np.uint32(13)
+    h *= np.uint32(0xC2B2AE35)
+    h ^= h >> np.uint32(16)
+    out = np.empty(len(keys), np.uint32)
+    out[order] = h
+    return out.view(np.int32)
+
+
+def hashed_counts(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The non-zero hashed n-gram counts of `texts`, as `HashingVectorizer(alternate_sign=False)` gives them
+    (column |h| mod N_FEATURES, |-2**31| taken as 2**31): rows (two per text: characters, words), columns within
+    the part and counts, sorted by row and column."""
+    grams = [analyzer(t) for t in texts for analyzer in (char_wb_ngrams, word_ngrams)]
+    columns = np.abs(murmurhash3_32([g.encode("utf-8") for gs in grams for g in gs]).astype(np.int64)) % N_FEATURES
+    rows = np.repeat(np.arange(len(grams), dtype=np.int64), [len(gs) for gs in grams])
+    keys, counts = np.unique(rows * N_FEATURES + columns, return_counts=True)
+    return keys // N_FEATURES, keys % N_FEATURES, counts
 
 
 def _vectorizers():  # type: ignore[no-untyped-def]
+    """scikit-learn's hashing of the same n-grams, for fitting."""
     from sklearn.feature_extraction.text import HashingVectorizer
 
     common = {"n_features": N_FEATURES, "alternate_sign": False, "norm": None, "lowercase": True}
@@ -74,9 +149,17 @@ class LexicalModel:
         return cls(idf.astype(np.float32), head.coef_[0].astype(np.float32), float(head.intercept_[0]))
 
     def logits(self, texts: Sequence[str]) -> np.ndarray:
-        if not texts:
-            return np.zeros(0, np.float32)
-        return np.asarray(_tfidf(_counts(texts), self.idf.astype(np.float64)) @ self.coef.astype(np.float64) + self.intercept, np.float32)
+        return self.exact_logits(texts).astype(np.float32)
+
+    def exact_logits(self, texts: Sequence[str]) -> np.ndarray:
+        """The head's logit for each text in float64: `_tfidf`'s rows times the coefficients, per text and part."""
+        rows, columns, counts = hashed_counts(texts)
+        cols = (rows % 2) * N_FEATURES + columns
+        x = (1.0 + np.log(counts)) * self.idf[cols].astype(np.float64)
+        norms = np.sqrt(np.bincount(rows, x * x, minlength=2 * len(texts)).astype(np.float64))
+        dots = np.bincount(rows, x * self.coef[cols].astype(np.float64), minlength=2 * len(texts)).astype(np.float64)
+        parts = np.divide(dots, norms, out=np.zeros_like(dots), where=norms > 0)
+        return parts.reshape(len(texts), 2).sum(1) + self.intercept
 
     def predict(self, texts: Sequence[str]) -> np.ndarray:
         """Probability of a crisis for each text."""
