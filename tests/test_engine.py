@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from mascot.backends.fake import FakeBackend
 from mascot.backends.transformers_backend import TransformersBackend
 from mascot.files.checkpoints import find_run, list_runs
