@@ -55,7 +55,9 @@ class Settings:
         if not self.annotation_db_url:
             self.annotation_db_url = f"sqlite:///{Path(self.data_dir) / 'annotation.db'}"
         if not self.safety_log:
-            self.safety_log = str(Path(self.data_dir) / "safety_events.sqlite")
+            from mascot.safety.events import default_log_path  # stdlib only; keeps settings import-light
+
+            self.safety_log = str(default_log_path(self.data_dir))
 
     @classmethod
     def from_env(cls: type[T], environ: Any = None, **overrides: object) -> T:
