@@ -1,7 +1,9 @@
 """Command line for pairwise studies: `python -m annotation --db URL COMMAND ...`.
 
 Commands: list-studies, create-study, import-pairs, import-judgments, overview, open/close,
-release-annotator, export, export-preferences, stats. User errors print one line and exit with status 2.
+release-annotator, export, export-preferences, stats; for single replies rated on their own:
+import-replies, import-reply-labels, export-reply-labels, reply-stats (`annotation.reply_cli`).
+User errors print one line and exit with status 2.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from annotation.exporting import export_judgments, export_preferences
 from annotation.frames import load_judgments
 from annotation.importing import import_judgments, import_pairs
 from annotation.plots import save_preference_chart
+from annotation.reply_cli import REPLY_COMMANDS, add_reply_commands, run_reply_command
 from annotation.schemas import StudyConfig
 from annotation.stats import study_stats
 from annotation.store import StudyStore
@@ -76,6 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--exclude-fast", action="store_true", help="drop votes flagged as too fast")
     p.add_argument("--min-attention-accuracy", type=float, default=None, help="drop annotators below this")
     p.add_argument("--bootstrap", type=int, default=200, help="Bradley-Terry bootstrap rounds")
+    add_reply_commands(sub)
     return parser
 
 
@@ -102,9 +106,10 @@ def run(args: argparse.Namespace, out: TextIO) -> None:
         if args.command == "list-studies":
             for s in store.list_studies():
                 o = store.overview(study_id=s.id)
+                replies = f"\t{o.reply_items} reply items, {o.reply_labels} reply labels" if o.reply_items else ""
                 print(
                     f"{s.id}\t{'open' if s.is_open else 'closed'}\t{o.complete_items}/{o.items} items complete"
-                    f"\t{o.judgments} judgments\t{s.name}",
+                    f"\t{o.judgments} judgments\t{s.name}{replies}",
                     file=out,
                 )
             return
@@ -128,7 +133,9 @@ def run(args: argparse.Namespace, out: TextIO) -> None:
             )
             return
         study_id = _study_id(store, args.study)
-        if args.command in ("import-pairs", "import-judgments"):
+        if args.command in REPLY_COMMANDS:
+            run_reply_command(store, args, study_id, out, lambda path: _output(path) if path else nullcontext(out))
+        elif args.command in ("import-pairs", "import-judgments"):
             fn = import_pairs if args.command == "import-pairs" else import_judgments
             report = fn(store, study_id=study_id, path=args.file)
             print(

@@ -1,4 +1,5 @@
-"""SQLAlchemy 2.0 models of a blind pairwise study: study, systems, items, annotators, assignments, judgments.
+"""SQLAlchemy 2.0 models of a study: pairwise (systems, items, annotators, assignments, judgments) and
+single-reply labels (reply items, reply labels).
 
 Sides "a" and "b" always refer to the item as imported (the pairs file). What the annotator saw as
 "Response A" (left) is recorded separately on the assignment (`a_on_left`), so every judgment can be
@@ -23,6 +24,8 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+from annotation.reply_labels import ACCEPTABILITY, LABEL_SOURCES, PERSONA_FIT
 
 # Choice values stored on a judgment, in item orientation ("a" = the item's side a system).
 CHOICES: tuple[str, ...] = ("a", "b", "tie", "both_bad")
@@ -189,4 +192,56 @@ class Judgment(Base):
             for side in "ab"
         ),
         Index("ix_judgments_study", "study_id"),
+    )
+
+
+def _in(column: str, values: tuple[str, ...]) -> str:
+    return f"{column} IN ({', '.join(repr(v) for v in values)})"
+
+
+class ReplyItem(Base):
+    """One reply to label on its own: the conversation before it, the persona who says it, the reply.
+
+    `system` (what produced the reply) is stored for analysis and never shown to annotators.
+    """
+
+    __tablename__ = "reply_items"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    study_id: Mapped[str] = mapped_column(ForeignKey("studies.id", ondelete="CASCADE"))
+    external_id: Mapped[str] = mapped_column(String(200))
+    context: Mapped[str] = mapped_column(Text, default="[]")  # JSON list of {"speaker", "text"}
+    persona: Mapped[str] = mapped_column(String(200))
+    persona_role: Mapped[str] = mapped_column(String(200), default="")
+    reply: Mapped[str] = mapped_column(Text)
+    system: Mapped[str] = mapped_column(String(200))
+    meta: Mapped[str] = mapped_column(Text, default="{}")  # JSON object, exported as is
+
+    __table_args__ = (UniqueConstraint("study_id", "external_id", name="uq_reply_items_study_external"),)
+
+
+class ReplyLabel(Base):
+    """One annotator's label of one reply item (vocabularies in `annotation.reply_labels`)."""
+
+    __tablename__ = "reply_labels"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    item_id: Mapped[int] = mapped_column(ForeignKey("reply_items.id", ondelete="CASCADE"))
+    study_id: Mapped[str] = mapped_column(ForeignKey("studies.id", ondelete="CASCADE"))
+    annotator: Mapped[str] = mapped_column(String(200))
+    acceptability: Mapped[str] = mapped_column(String(32))
+    persona_fit: Mapped[str | None] = mapped_column(String(16), nullable=True)
+    faults: Mapped[str] = mapped_column(Text, default="[]")  # JSON list of FAULTS values
+    comment: Mapped[str] = mapped_column(Text, default="")
+    source: Mapped[str] = mapped_column(String(16), default="app")  # app | import
+    created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+
+    item: Mapped[ReplyItem] = relationship()
+
+    __table_args__ = (
+        UniqueConstraint("item_id", "annotator", name="uq_reply_labels_item_annotator"),
+        CheckConstraint(_in("acceptability", ACCEPTABILITY), name="ck_reply_labels_acceptability"),
+        CheckConstraint(_in("persona_fit", PERSONA_FIT), name="ck_reply_labels_persona_fit"),
+        CheckConstraint(_in("source", LABEL_SOURCES), name="ck_reply_labels_source"),
+        Index("ix_reply_labels_study", "study_id"),
     )

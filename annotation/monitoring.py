@@ -1,4 +1,4 @@
-"""Monitoring counts for a running study: progress toward k per item, holds, quality flags.
+"""Monitoring counts for a running study: progress toward k per item, holds, quality flags, reply labels.
 
 Uses the per-item judgment counter (`items.n_done`), so it stays cheap on large studies.
 """
@@ -10,12 +10,12 @@ from datetime import datetime
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from annotation.models import Annotator, Assignment, Item, Judgment, Study
+from annotation.models import Annotator, Assignment, Item, Judgment, ReplyItem, ReplyLabel, Study
 from annotation.schemas import Overview
 
 
 def study_overview(session: Session, *, study: Study, now: datetime) -> Overview:
-    """Items (ordinary / checks), complete items, judgments, annotators, live holds and flags."""
+    """Items (ordinary / checks), complete items, judgments, annotators, live holds, flags, reply labels."""
     count = lambda stmt: int(session.scalar(stmt) or 0)  # noqa: E731
     items = select(func.count()).where(Item.study_id == study.id)
     judgments = select(func.count()).where(Judgment.study_id == study.id)
@@ -37,4 +37,6 @@ def study_overview(session: Session, *, study: Study, now: datetime) -> Overview
         too_fast=count(judgments.where(Judgment.too_fast.is_(True))),
         attention_failed=count(judgments.where(Judgment.attention_passed.is_(False))),
         leak_items=count(items.where(Item.leak_terms != "")),
+        reply_items=count(select(func.count()).where(ReplyItem.study_id == study.id)),
+        reply_labels=count(select(func.count()).where(ReplyLabel.study_id == study.id)),
     )

@@ -183,3 +183,5 @@ class Overview:
     too_fast: int
     attention_failed: int
     leak_items: int
+    reply_items: int = 0  # single replies to label (see `annotation.reply_store`)
+    reply_labels: int = 0

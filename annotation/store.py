@@ -104,6 +104,10 @@ class StudyStore:
         self._gate = WriteGate(engine)
         self._clock = clock
 
+    def now(self) -> datetime:
+        """The store's clock (naive UTC): the time written on rows created now."""
+        return self._clock()
+
     def close(self) -> None:
         """Release pooled connections (tests and short CLI runs)."""
         self.engine.dispose()
