@@ -29,10 +29,10 @@ MAX_NAME_CHARS = 200
 LABEL_REQUIRED = ("id", "annotator", "acceptability")
 LABEL_OPTIONAL = ("persona_fit", "faults", "comment")
 # Columns of an export that an import reads past, so an exported file can be imported elsewhere.
-LABEL_IGNORED = ("system", "persona", "persona_role", "context", "reply", "created_at")
+LABEL_IGNORED = ("system", "persona", "persona_role", "context", "reply", "meta", "created_at")
 # One row of `reply_label_rows`, and the columns of an export.
 LABEL_ROW_COLUMNS = (
-    "id", "system", "persona", "persona_role", "context", "reply",
+    "id", "system", "persona", "persona_role", "context", "reply", "meta",
     "annotator", "acceptability", "persona_fit", "faults", "comment", "created_at",
 )
 
@@ -212,6 +212,7 @@ def write_label_rows(frame: pd.DataFrame, fmt: Literal["csv", "jsonl"], out: Tex
         writer.writerow(LABEL_ROW_COLUMNS)
         for r in records:
             r["context"] = json.dumps(r["context"], ensure_ascii=False)
+            r["meta"] = json.dumps(r["meta"], ensure_ascii=False)
             r["faults"] = ";".join(r["faults"])
             writer.writerow(["" if r[c] is None else csv_safe(r[c]) for c in LABEL_ROW_COLUMNS])
     elif fmt == "jsonl":

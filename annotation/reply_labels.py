@@ -18,7 +18,7 @@ ACCEPTABILITY: tuple[str, ...] = ("acceptable", "borderline", "not_acceptable")
 PERSONA_FIT: tuple[str, ...] = ("fits", "partly", "off")
 # What is wrong with it (any number, none for a clean reply).
 FAULTS: tuple[str, ...] = (
-    "third_person",  # speaks of the persona as "he"/"she" instead of "I"
+    "third_person",  # calls the person it answers "the user" (or "the person") instead of "you"
     "own_life",  # makes the conversation about the persona's own life
     "wrong_tone",
     "narration",  # stage directions or story-telling instead of speech
@@ -27,6 +27,7 @@ FAULTS: tuple[str, ...] = (
     "off_topic",
     "incoherent",
     "wrong_situation",  # ignores or contradicts the situation in the context
+    "copy",  # repeats an earlier reply of the round
 )
 LABEL_SOURCES: tuple[str, ...] = ("app", "import")
 MAX_LABEL_COMMENT_CHARS = 5_000

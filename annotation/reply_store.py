@@ -224,7 +224,7 @@ def add_reply_label(
 def reply_label_rows(store: StudyStore, study_id: str) -> pd.DataFrame:
     """Every label of a study joined with its reply item, oldest first (columns: `LABEL_ROW_COLUMNS`).
 
-    `context` is a list of {"speaker", "text"} turns, `faults` a list of fault names, `persona_fit`
+    `context` is a list of {"speaker", "text"} turns, `meta` the item's object, `faults` a list of fault names, `persona_fit`
     None where it was not given.
     """
     with store.reading() as session:
@@ -237,6 +237,7 @@ def reply_label_rows(store: StudyStore, study_id: str) -> pd.DataFrame:
                 ReplyItem.persona_role,
                 ReplyItem.context,
                 ReplyItem.reply,
+                ReplyItem.meta,
                 ReplyLabel.annotator,
                 ReplyLabel.acceptability,
                 ReplyLabel.persona_fit,
@@ -250,6 +251,7 @@ def reply_label_rows(store: StudyStore, study_id: str) -> pd.DataFrame:
         )
         frame = pd.DataFrame(result.all(), columns=list(LABEL_ROW_COLUMNS))
     frame["context"] = [json.loads(c) for c in frame["context"]]
+    frame["meta"] = [json.loads(m or "{}") for m in frame["meta"]]
     frame["faults"] = [json.loads(f) for f in frame["faults"]]
     frame["persona_fit"] = frame["persona_fit"].astype(object).where(frame["persona_fit"].notna(), None)
     return frame

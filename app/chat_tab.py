@@ -13,7 +13,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +29,7 @@ from mascot.group.engine import Engine
 from mascot.group.personas import Persona, PersonaPack, list_packs, pack_from_dict
 from mascot.group.transcripts import to_json, to_markdown
 from mascot.safety.responses import CRISIS_SPEAKER
+from mascot.settings import REPLY_MODES
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +51,7 @@ class ChatSession:
     seed: int = 0  # seed of the current (last) group turn; regenerate reuses it
     turns_sent: int = 0
     session_id: str = field(default_factory=lambda: f"s{random.getrandbits(40):010x}")
+    replies: str = "fast"  # fast | careful (best of N by the acceptability scorer)
 
 
 def stop_key(session: ChatSession, request: gr.Request | None = None) -> str:
@@ -69,11 +71,8 @@ def _persona_label(p: Persona | None, name: str) -> str:
 
 def _directive_message(d: Directive, source: str = "") -> dict[str, Any]:
     via = f" ({source})" if source and source not in ("prompted", "trained") else ""
-    return {
-        "role": "assistant",
-        "content": f"**Action:** {html.escape(d.action)}  \n**Tone:** {html.escape(d.tone)}",
-        "metadata": {"title": f"🎬 Director → {html.escape(d.speaker)}{via}", "status": "done"},
-    }
+    return {"role": "assistant", "content": f"**Action:** {html.escape(d.action)}  \n**Tone:** {html.escape(d.tone)}",
+            "metadata": {"title": f"🎬 Director → {html.escape(d.speaker)}{via}", "status": "done"}}
 
 
 def _persona_message(pack: PersonaPack, speaker: str, text: str, pending: bool = False) -> dict[str, Any]:
@@ -116,12 +115,18 @@ class ChatHandlers:
         default = next(iter(self.registered), self.settings.pack)
         pack = load_public_pack(pack_name or default, self.registered).copy()
         self.engine.attach_adapters(pack)
-        return ChatSession(pack=pack)
+        return ChatSession(pack=pack, replies=self.settings.replies)
 
     def _group(self, session: ChatSession, mode: str, max_speakers: int, use_adapters: bool):
-        return self.engine.group(session.pack.active, mode, max_speakers=int(max_speakers), use_adapters=use_adapters,
-                                 max_message_chars=self.settings.max_message_chars,
-                                 concern_opener=session.pack.concern_opener)
+        return self.engine.group(session.pack.active, mode, replies=session.replies, max_speakers=int(max_speakers),
+                                 use_adapters=use_adapters, max_message_chars=self.settings.max_message_chars,
+                                 concern_opener=session.pack.concern_opener, stems=self.settings.stems)
+
+    def set_replies(self, replies: str, session: ChatSession) -> tuple[ChatSession, str]:
+        """Switch this session between fast replies and careful ones (best of N by the acceptability scorer)."""
+        if replies not in REPLY_MODES:
+            raise gr.Error(f"Unknown replies setting {replies!r}: use one of {', '.join(REPLY_MODES)}.")
+        return replace(session, replies=replies), self.status(replace(session, replies=replies))
 
     def submit(self, text: str, session: ChatSession) -> tuple[Any, list[dict[str, Any]], ChatSession, str | None, str]:
         """Validate the message; on success show it at once and keep it pending for `respond`.
@@ -299,6 +304,9 @@ class ChatHandlers:
         trained = [p.name for p in session.pack.personas if f"speaker-{p.key}" in self.engine.backend.adapters]
         lines.append("**Trained speakers:** " + (", ".join(trained) if trained else "none (prompted base model)"))
         lines.append("**Director adapter:** " + ("loaded" if "director" in self.engine.backend.adapters else "none"))
+        selector, note = self.engine.selector() if session.replies == "careful" else (None, "")
+        lines.append(f"⚠️ {html.escape(note)} Showing the first draw." if note else
+                     f"**Replies:** {session.replies}" + (f", best of {self.engine.careful_best_of}" if selector else ""))
         fell_back = self.engine.fallbacks.get(session.pack.name, [])
         if fell_back:  # names only: the paths and reasons are in the server log
             lines.append(f"⚠️ {html.escape(', '.join(fell_back))}: trained adapter not loaded, "
@@ -344,6 +352,8 @@ def render_chat_tab(engine: Engine, settings: Settings) -> ChatHandlers:
             max_speakers = gr.Slider(1, 4, value=settings.max_speakers, step=1, label="Most replies per message")
             manual_pick = gr.CheckboxGroup([p.name for p in first.pack.active], label="Who replies next (manual mode)")
             use_adapters = gr.Checkbox(value=True, label="Use trained speaker adapters")
+            replies = gr.Radio([("fast — the first draw", "fast"), (f"careful — best of {settings.careful_best_of} by "
+                                "the acceptability scorer", "careful")], value=first.replies, label="Replies", elem_id="replies")
             with gr.Accordion("Edit or add a persona (this session)", open=False):
                 edit_pick = gr.Dropdown([p.name for p in first.pack.personas], value=first.pack.personas[0].name, label="Persona")
                 v = h.persona_fields(first.pack.personas[0].name, first)
@@ -381,6 +391,7 @@ def render_chat_tab(engine: Engine, settings: Settings) -> ChatHandlers:
     panel = [personas_cb, manual_pick, edit_pick, starters, status]
     pack_dd.change(h.change_pack, [pack_dd, state], [state, chatbot, *panel])
     personas_cb.input(h.toggle_personas, [personas_cb, state], [state, manual_pick, status])
+    replies.input(h.set_replies, [replies, state], [state, status])
     edit_fields = [e_name, e_role, e_goal, e_beh, e_avoid, e_style, e_ex]
     edit_pick.change(h.persona_fields, [edit_pick, state], edit_fields)
     e_save.click(lambda *a: h.save_persona(*a[:-1], False, a[-1]), [edit_pick, *edit_fields, state], [state, *panel])

@@ -58,7 +58,7 @@ def build_app(settings: Settings, engine: Engine | None = None) -> gr.Blocks:
     """The public chat Blocks; `engine` may be injected (tests use the fake backend)."""
     if engine is None:
         engine = Engine.load(engine_config(settings), safety=live_detector(settings),
-                             llm_safety_judge=settings.safety_llm_judge)
+                             llm_safety_judge=settings.safety_llm_judge, careful_best_of=settings.careful_best_of)
         start_warm_up(engine, settings)
     elif engine.safety is None:  # the chat records its crisis checks where the Safety tab reads them
         engine.safety = live_detector(settings)

@@ -20,6 +20,8 @@ COMMANDS = {
     "train": ("mascot.train.cli", "Run a training stage from a YAML recipe (e.g. `train stage1 --recipe tiny-cpu`)."),
     "eval": ("mascot.evaluation.cli", "Evaluate systems on scenarios with a judge, in the paper's table layout."),
     "safety": ("mascot.safety.cli", "Train (`safety train`) or measure (`safety eval`) the crisis detector."),
+    "accept": ("mascot.acceptability.cli",
+               "Replies a person would accept: sample replies to label, train and validate the scorer."),
     "compare-directors": ("mascot.evaluation.director_compare",
                           "Trained director vs random, round-robin and prompted on held-out simulated conversations."),
 }

@@ -18,6 +18,7 @@ from mascot.errors import ConfigError
 T = TypeVar("T", bound="Settings")
 
 ENV_PREFIX = "MASCOT_"
+REPLY_MODES = ("fast", "careful")
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")
 
@@ -50,8 +51,15 @@ class Settings:
     judge_model: str = ""
     judge_api_key: str = ""
     judge_cache: str = ""  # default: cache_dir/judge_cache.sqlite
+    replies: str = "fast"  # fast: the first draw | careful: best of `careful_best_of` by the acceptability scorer
+    careful_best_of: int = 3
+    stems: bool = False  # replies start from their persona's opening words (Persona.stems)
 
     def __post_init__(self) -> None:
+        if self.replies not in REPLY_MODES:
+            raise ConfigError(f"{ENV_PREFIX}REPLIES={self.replies!r}: use one of {', '.join(REPLY_MODES)}.")
+        if not 1 <= self.careful_best_of <= 8:
+            raise ConfigError(f"{ENV_PREFIX}CAREFUL_BEST_OF={self.careful_best_of}: use a whole number from 1 to 8.")
         if not self.annotation_db_url:
             self.annotation_db_url = f"sqlite:///{Path(self.data_dir) / 'annotation.db'}"
         if not self.safety_log:

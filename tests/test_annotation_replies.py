@@ -68,7 +68,7 @@ def run(db: str, *args: str) -> tuple[int, str]:
 def test_vocabularies_are_the_documented_ones():
     assert ACCEPTABILITY == ("acceptable", "borderline", "not_acceptable")
     assert PERSONA_FIT == ("fits", "partly", "off")
-    assert set(FAULTS) == {"third_person", "own_life", "wrong_tone", "narration", "meta_talk", "unfinished",
+    assert set(FAULTS) == {"third_person", "own_life", "wrong_tone", "narration", "meta_talk", "unfinished", "copy",
                            "off_topic", "incoherent", "wrong_situation"}
 
 
@@ -95,7 +95,7 @@ def test_cli_round_trip_import_export_and_stats(tmp_path):
     store = StudyStore(db)
     expected = reply_label_rows(store, "rs")
     store.close()
-    assert list(expected.columns) == ["id", "system", "persona", "persona_role", "context", "reply", "annotator",
+    assert list(expected.columns) == ["id", "system", "persona", "persona_role", "context", "reply", "meta", "annotator",
                                       "acceptability", "persona_fit", "faults", "comment", "created_at"]
     assert expected["acceptability"].tolist() == ["acceptable", "not_acceptable", "borderline", "acceptable",
                                                   "not_acceptable"]

@@ -107,7 +107,7 @@ def test_composite_reward_matches_paper_weights(es_pack: PersonaPack) -> None:
 
 
 def test_registry_names_and_errors(es_pack: PersonaPack) -> None:
-    assert set(REWARDS) == {"persona_rm", "format", "judge", "relevance", "consistency", "balanced", "mood", "overlong"}
+    assert set(REWARDS) == {"persona_rm", "format", "judge", "relevance", "consistency", "balanced", "mood", "overlong", "acceptability"}
     ctx = RewardContext(personas=es_pack.active, roster=es_pack.active)
     with pytest.raises(ConfigError, match="Valid reward names"):
         get_reward_funcs(["nope"], ctx)

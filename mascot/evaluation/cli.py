@@ -17,7 +17,8 @@ from mascot.judges import JUDGES
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group("what to evaluate")
     g.add_argument("--systems", default="zero-shot,few-shot",
-                   help=f"comma-separated systems: {', '.join(SYSTEMS)} (default: %(default)s)")
+                   help=f"comma-separated systems: {', '.join(SYSTEMS)}; each may add +bestN (best of N draws by the "
+                        "acceptability scorer) and +stems, e.g. mascot+best4+stems (default: %(default)s)")
     g.add_argument("--scenarios", default="bundled-test",
                    help="loader name (bundled-test, bundled:ed, esconv:PATH, qmsum:PATH, ...) or a dataset file/folder")
     g.add_argument("--pack", default="emotional-support", help="persona pack; only scenarios of its setting are used")
@@ -28,6 +29,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--judge-base-url", default=None, help="llm judge: OpenAI-compatible base URL (env MASCOT_JUDGE_BASE_URL)")
     g.add_argument("--judge-cache", default=None, help="llm judge: SQLite verdict cache path (env MASCOT_JUDGE_CACHE)")
     g.add_argument("--judge-workers", type=int, default=4, help="llm judge: concurrent requests (default: %(default)s)")
+    g.add_argument("--scorer", default="shipped",
+                   help="acceptability scorer for the Acceptable %% columns and +bestN systems: shipped, a folder "
+                        "from `mascot accept train`, or none (default: %(default)s)")
     g = parser.add_argument_group("generation")
     g.add_argument("--backend", default="auto", help="generation backend: auto = llamacpp on CPU, transformers on GPU (default: %(default)s)")
     g.add_argument("--model", default="embedded", help="base model: embedded, a local folder or a cached hub name")
@@ -71,6 +75,7 @@ def main(args: argparse.Namespace) -> int:
         checkpoints_dir=args.checkpoints_dir, run=args.run, limit=args.limit, output=args.output,
         batch_size=args.batch_size, seed=args.seed, repeats=args.repeats, mapping=args.mapping, max_new_tokens=args.max_new_tokens,
         sc_samples=args.sc_samples, sc_select=args.sc_select, progress=not args.no_progress,
+        scorer=None if args.scorer.lower() == "none" else args.scorer,
     )
     results = run_eval(cfg)
     print(open(results["outputs"]["markdown"], encoding="utf-8").read())

@@ -17,7 +17,10 @@ from mascot.evaluation.metrics import distinct_n, mean_pairwise_cosine, mean_std
 from mascot.judges.base import CRITERIA, Verdict
 
 COLUMNS = {"emotion": "Emotion", "empathy": "Empathy", "consistency": "Consistency", "relevance": "Relevance",
-           "contribution": "Contribution", "overall": "Overall"}
+           "contribution": "Contribution", "overall": "Overall",
+           # the acceptability scorer's expected shares of replies a person would accept / would not (0-100)
+           "acceptable": "Acceptable %", "unacceptable": "Not acceptable %"}
+ACCEPT_COLUMNS = ("acceptable", "unacceptable")
 GROUP_ORDER = ("positive", "negative", "neutral", "esconv-ood", "academic", "committee", "product")
 ALL = "all"
 OVERALL = "Overall"
@@ -29,7 +32,8 @@ def group_names(groups: set[str]) -> list[str]:
 
 
 def score_table(records: list[dict[str, Any]], personas: list[str], mapping: str) -> dict[str, dict[str, dict[str, Any]]]:
-    """records: one per round {"group", "verdicts": [(persona, Verdict)]} -> table[group][row][column]."""
+    """records: one per round {"group", "verdicts": [(persona, Verdict)], optionally "accept": [(persona,
+    {"acceptable": 0-100, "unacceptable": 0-100})]} -> table[group][row][column]."""
     groups = group_names({r["group"] for r in records})
     table: dict[str, dict[str, dict[str, Any]]] = {}
     for g in groups:
@@ -49,6 +53,14 @@ def score_table(records: list[dict[str, Any]], personas: list[str], mapping: str
                 per_round["overall"].append(sum(to_100(v.aggregate, mapping) for v in vs) / len(vs))
         table[g][OVERALL] = {c: mean_std(vals) for c, vals in per_round.items()}
         table[g][OVERALL]["n_rounds"] = len(rows)
+        if any(r.get("accept") for r in rows):
+            for c in ACCEPT_COLUMNS:
+                for p in personas:
+                    vals = [a[c] for r in rows for name, a in r.get("accept", []) if name == p]
+                    if vals and p in table[g]:
+                        table[g][p][c] = mean_std(vals)
+                rounds = [[a[c] for _, a in r["accept"]] for r in rows if r.get("accept")]
+                table[g][OVERALL][c] = mean_std([sum(v) / len(v) for v in rounds if v])
     return table
 
 

@@ -15,6 +15,8 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
+from mascot.acceptability.scorer import AcceptabilityScorer
+from mascot.acceptability.selection import Selector
 from mascot.backends import Backend, load_backend
 from mascot.data import Scenario, load_scenarios
 from mascot.errors import ConfigError
@@ -27,7 +29,7 @@ from mascot.evaluation.report import (
     verdict_record,
     write_outputs,
 )
-from mascot.evaluation.systems import SYSTEMS, Round, RunContext, make_system
+from mascot.evaluation.systems import MODIFIERS, SYSTEMS, Round, RunContext, make_system, valid_system
 from mascot.group.personas import load_pack
 from mascot.judges import Judge, JudgeItem, load_judge
 
@@ -57,12 +59,13 @@ class EvalConfig:
     max_new_tokens: int | None = None
     sc_samples: int = 5
     sc_select: str = "majority"
+    scorer: str | None = "shipped"  # acceptability scorer: "shipped", a folder, or None (no acceptability columns)
     progress: bool = True
 
     def __post_init__(self) -> None:
-        unknown = [s for s in self.systems if s not in SYSTEMS]
+        unknown = [s for s in self.systems if not valid_system(s)]
         if unknown or not self.systems:
-            raise ConfigError(f"Unknown system(s) {', '.join(unknown) or '(none given)'}. Valid systems: {', '.join(SYSTEMS)}.")
+            raise ConfigError(f"Unknown system(s) {', '.join(unknown) or '(none given)'}. Valid systems: {', '.join(SYSTEMS)}, each with optional modifiers {', '.join(MODIFIERS)}.")
         if self.mapping not in MAPPINGS:
             raise ConfigError(f"Unknown score mapping {self.mapping!r}. Valid mappings: {', '.join(MAPPINGS)}.")
         if self.batch_size < 1 or (self.limit is not None and self.limit < 1) or self.sc_samples < 1 or self.repeats < 1:
@@ -102,6 +105,30 @@ def judge_rounds(judge: Judge, rounds: list[Round], setting: str, progress: bool
     return out
 
 
+def load_scorer(which: str | None) -> AcceptabilityScorer | None:
+    """The acceptability scorer for the tables' acceptability columns and `+bestN` systems (None: left out)."""
+    if not which:
+        return None
+    if which == "shipped":
+        try:
+            return AcceptabilityScorer.load()
+        except ConfigError as exc:  # a checkout without the shipped scorer still evaluates, without the columns
+            log.warning("no acceptability columns: %s", exc)
+            return None
+    return AcceptabilityScorer.load(which)
+
+
+def accept_rounds(scorer: AcceptabilityScorer, rounds: list[Round]) -> list[list[tuple[str, dict[str, float]]]]:
+    """Per round, each judged reply's expected acceptable and not-acceptable shares (0-100) by the scorer."""
+    flat = [(i, p.name, d, text) for i, r in enumerate(rounds) for p, d, text in r.judged]
+    scores = scorer.score_many([(d, name, text) for _, name, d, text in flat])
+    out: list[list[tuple[str, dict[str, float]]]] = [[] for _ in rounds]
+    for (i, name, _, _), s in zip(flat, scores):
+        out[i].append((name, {"acceptable": round(100 * s.p_acceptable, 2),
+                              "unacceptable": round(100 * s.p_unacceptable, 2)}))
+    return out
+
+
 def run_eval(cfg: EvalConfig, backend: Backend | None = None, judge: Judge | None = None) -> dict[str, Any]:
     """Evaluate every system in `cfg`; returns the results dict (also written to cfg.output)."""
     pack = load_pack(cfg.pack)
@@ -110,13 +137,17 @@ def run_eval(cfg: EvalConfig, backend: Backend | None = None, judge: Judge | Non
     # the backend first: llama.cpp must start its OpenMP runtime before the judge's torch does (mascot/backends/llamacpp/runtime.py)
     backend = backend or load_backend(cfg.backend, model=cfg.model, dtype=cfg.dtype)
     judge = judge or load_judge(cfg.judge, **cfg.judge_options)
-    ctx = RunContext(cfg.checkpoints_dir, cfg.run, cfg.seed, cfg.max_new_tokens, cfg.sc_samples, cfg.sc_select, judge, pack.setting)
+    scorer = load_scorer(cfg.scorer)
+    selector = Selector(scorer) if scorer is not None else None
+    ctx = RunContext(cfg.checkpoints_dir, cfg.run, cfg.seed, cfg.max_new_tokens, cfg.sc_samples, cfg.sc_select, judge,
+                     pack.setting, selector=selector)
     out_dir = Path(cfg.output)
     out_dir.mkdir(parents=True, exist_ok=True)
     results: dict[str, Any] = {
         "config": asdict(cfg), "judge": judge.describe(), "mapping": cfg.mapping, "pack": pack.name,
         "personas": [p.name for p in roster], "backend": backend.info().model,
         "n_scenarios": len(scenarios), "systems": {},
+        "acceptability_scorer": (scorer.card.get("trained_on", "") if scorer is not None else None),
     }
     from mascot.judges.embedding import shared_embedder
 
@@ -140,17 +171,19 @@ def run_eval(cfg: EvalConfig, backend: Backend | None = None, judge: Judge | Non
                 rounds += made
                 seeds += [cfg.seed + k] * len(made)
             verdicts = judge_rounds(judge, rounds, pack.setting, cfg.progress, f"{name}: judging")
+            accept = accept_rounds(scorer, rounds) if scorer is not None else [[] for _ in rounds]
             records = []
             turns_for_id: list[tuple[str, str, str]] = []
-            for r, vs, seed in zip(rounds, verdicts, seeds):
+            for r, vs, seed, acc in zip(rounds, verdicts, seeds, accept):
                 turns_for_id += [(r.scenario.id, p.name, text) for p, _, text in r.judged if text.strip()]
                 pairs = [(p.name, v) for (p, _, _), v in zip(r.judged, vs)]
                 records.append({"group": r.scenario.group, "scenario": r.scenario.id, "verdicts": pairs,
-                                "texts": [t.text for t in r.turns if not t.meta.get("crisis")]})
+                                "texts": [t.text for t in r.turns if not t.meta.get("crisis")], "accept": acc})
                 rounds_file.write(json.dumps({
                     "system": name, "scenario": r.scenario.id, "seed": seed, "group": r.scenario.group, "crisis": r.crisis,
                     "turns": [{"speaker": t.speaker, "text": t.text} for t in r.turns],
                     "verdicts": [verdict_record(p, v) for p, v in pairs],
+                    "acceptability": [{"persona": p, **a} for p, a in acc],
                 }, ensure_ascii=False) + "\n")
             entry.update(
                 status="ok",

@@ -6,6 +6,7 @@ given this round. Systems differ only in the speaker prompt style and the adapte
 
 - mascot: the trained speaker adapters from `checkpoints/<run>/speakers/<persona>/` ("persona" prompt)
 - sft: SFT adapters from `checkpoints/<run>/sft/<persona>/`, when they exist
+- prompted: the live chat's persona prompt on the base model, no adapters
 - zero-shot, zero-shot-cot, few-shot, few-shot-cot: prompted baselines on the same base model
 - zero-shot-no-persona: one plain assistant answers once; its reply is judged in each persona's slot
 - self-consistency: 5 CoT samples per persona turn, the medoid (or the judge's favourite) is kept
@@ -20,13 +21,13 @@ import numpy as np
 
 from mascot.backends.base import Backend, GenerationParams
 from mascot.data.scenario import Scenario
-from mascot.errors import unknown_name
+from mascot.errors import ConfigError, unknown_name
 from mascot.files.checkpoints import is_adapter
 from mascot.group.chat import OFFLINE, GroupChat
 from mascot.group.dialogue import Dialogue, Directive, Turn
 from mascot.group.engine import Engine, EngineConfig
 from mascot.group.personas import Persona, PersonaPack
-from mascot.group.speaker import Speaker
+from mascot.group.speaker import Selector, Speaker, check_best_of
 from mascot.judges.base import Judge, JudgeItem
 
 
@@ -54,6 +55,8 @@ class RunContext:
     sc_select: str = "majority"  # majority (embedding medoid) | judge
     judge: Judge | None = None
     setting: str = "emotional-support"
+    temperature: float | None = None  # None keeps the live chat speaker's
+    selector: Selector | None = None  # for systems with `+bestN` (mascot.acceptability.selection)
 
 
 def speaker_params(backend: Backend, style: str, ctx: RunContext) -> GenerationParams:
@@ -64,6 +67,8 @@ def speaker_params(backend: Backend, style: str, ctx: RunContext) -> GenerationP
         p = p.with_(max_new_tokens=max(p.max_new_tokens * 2, 128), stop=("\nUser:",))
     if ctx.max_new_tokens:
         p = p.with_(max_new_tokens=ctx.max_new_tokens)
+    if ctx.temperature is not None:
+        p = p.with_(temperature=ctx.temperature)
     return p
 
 
@@ -89,13 +94,25 @@ class System:
     def __init__(self, name: str) -> None:
         self.name = name
         self.notes: list[str] = []
+        self.best_of = 1  # `+bestN`: N draws per turn, the acceptability scorer's choice shown
+        self.stems = False  # `+stems`: replies start from the persona's opening words
 
     def prepare(self, backend: Backend, pack: PersonaPack, ctx: RunContext) -> str | None:
         """Load what the system needs; return a reason to skip it, or None when it can run."""
         return None
 
     def speaker(self, backend: Backend, ctx: RunContext) -> Speaker:
-        return Speaker(backend, speaker_params(backend, self.style, ctx), style=self.style, use_adapters=False)
+        return self.configure(Speaker(backend, speaker_params(backend, self.style, ctx), style=self.style,
+                                      use_adapters=False), ctx)
+
+    def configure(self, speaker: Speaker, ctx: RunContext) -> Speaker:
+        """Apply the name's modifiers (`+bestN`, `+stems`) to a speaker."""
+        speaker.stems = self.stems
+        if self.best_of > 1:
+            if ctx.selector is None:
+                raise ConfigError(f"{self.name} selects among draws but no acceptability scorer is loaded.")
+            speaker.best_of, speaker.selector = check_best_of(self.best_of), ctx.selector
+        return speaker
 
     def generate(self, backend: Backend, pack: PersonaPack, scenarios: list[Scenario], ctx: RunContext) -> list[Round]:
         roster = pack.active
@@ -164,7 +181,7 @@ class AdapterSystem(System):
         return None
 
     def speaker(self, backend: Backend, ctx: RunContext) -> Speaker:
-        return AdapterSpeaker(backend, speaker_params(backend, "persona", ctx), "persona", self.prefix)
+        return self.configure(AdapterSpeaker(backend, speaker_params(backend, "persona", ctx), "persona", self.prefix), ctx)
 
 
 class NoPersonaSystem(System):
@@ -221,6 +238,7 @@ class SelfConsistencySystem(System):
 SYSTEMS = {
     "mascot": lambda: AdapterSystem("mascot", "MASCOT", "speakers"),
     "zero-shot-no-persona": lambda: NoPersonaSystem("zero-shot-no-persona"),
+    "prompted": lambda: PromptedSystem("prompted", "persona", "Prompted personas"),
     "zero-shot": lambda: PromptedSystem("zero-shot", "zero-shot", "Zero-Shot"),
     "zero-shot-cot": lambda: PromptedSystem("zero-shot-cot", "cot", "Zero-Shot CoT"),
     "few-shot": lambda: PromptedSystem("few-shot", "few-shot", "Few-Shot"),
@@ -230,7 +248,32 @@ SYSTEMS = {
 }
 
 
+MODIFIERS = ("+bestN (N draws per turn, the acceptability scorer's choice)", "+stems (persona opening words)")
+
+
 def make_system(name: str) -> System:
-    if name not in SYSTEMS:
-        raise unknown_name("system", name, list(SYSTEMS))
-    return SYSTEMS[name]()
+    """A system by name, with optional modifiers: `mascot+best4+stems` is the trained speakers with stems and
+    best-of-4 selection."""
+    base, *mods = name.split("+")
+    if base not in SYSTEMS:
+        raise unknown_name("system", base, list(SYSTEMS))
+    system = SYSTEMS[base]()
+    system.name = name
+    for mod in mods:
+        if mod == "stems":
+            system.stems = True
+        elif mod.startswith("best") and mod[4:].isdigit():
+            system.best_of = check_best_of(int(mod[4:]))
+        else:
+            raise ConfigError(f"Unknown modifier +{mod} in system {name!r}. Valid modifiers: {', '.join(MODIFIERS)}.")
+    if mods:
+        system.label += " + " + " + ".join(mods)
+    return system
+
+
+def valid_system(name: str) -> bool:
+    try:
+        make_system(name)
+        return True
+    except ConfigError:
+        return False

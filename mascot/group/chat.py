@@ -19,7 +19,7 @@ from mascot.errors import InputError, PersonaError
 from mascot.group.dialogue import USER, Dialogue, Turn
 from mascot.group.director import Decision, Director, DirectorState, find_mentions, make_director
 from mascot.group.personas import Persona, concern_persona
-from mascot.group.speaker import Speaker
+from mascot.group.speaker import Selector, Speaker
 from mascot.safety.detector import CrisisDetector, CrisisResult, default_detector
 from mascot.safety.llm_judge import make_gray_zone_judge
 from mascot.safety.responses import CRISIS_REPLY, CRISIS_SPEAKER, concern_directive, with_help_note
@@ -115,13 +115,17 @@ class GroupChat:
         policy: SafetyPolicy = LIVE,
         concern_opener: str = "",
         llm_safety_judge: bool = False,
+        stems: bool = False,
+        best_of: int = 1,
+        selector: Selector | None = None,
     ) -> None:
         if not roster:
             raise PersonaError("No persona is switched on: turn at least one persona on to chat.")
         self.backend = backend
         self.roster = roster
         self.director = director or make_director(mode, backend, max_speakers, allow_repeat, min_speakers)
-        self.speaker = Speaker(backend, speaker_params, style=speaker_style, use_adapters=use_adapters)
+        self.speaker = Speaker(backend, speaker_params, style=speaker_style, use_adapters=use_adapters, stems=stems,
+                               best_of=best_of, selector=selector)
         self.max_message_chars = max_message_chars
         self.safety = safety or default_detector()
         self.policy = policy
@@ -195,9 +199,12 @@ class GroupChat:
         return self.safety.guard(session_id, risky=self._user_tier(dialogue) != "none")
 
     def _finish(self, dialogue: Dialogue, decision: Decision, reply: str, guard, opens_concern: bool,  # type: ignore[no-untyped-def]
-                stopped: bool | None = None) -> Turn:
-        """Append a persona's reply as a turn, with the concern turn's help note and the safety outcome."""
+                stopped: bool | None = None, selection: dict[str, object] | None = None) -> Turn:
+        """Append a persona's reply as a turn, with the concern turn's help note, the safety outcome and, with
+        best-of-N on, what the selector saw (`meta["selection"]`)."""
         meta: dict[str, object] = {"source": decision.source}
+        if selection:
+            meta["selection"] = selection
         if stopped is not None:
             meta["stopped"] = stopped
         meta["safety"] = "replaced" if guard is not None and guard.replaced else self._user_tier(dialogue)
@@ -234,14 +241,16 @@ class GroupChat:
                 return
             persona = self.persona(decision.directive.speaker)
             guard = self._guard(dialogue, session_id)  # only checked sentences reach the user
-            partials = self.speaker.stream(persona, self.roster, dialogue, decision.directive, seed=seed * 101 + step)
+            selection: dict[str, object] = {}
+            partials = self.speaker.stream(persona, self.roster, dialogue, decision.directive, seed=seed * 101 + step,
+                                           info=selection)
             reply, stopped = "", False
             for reply in (guard.stream(partials) if guard is not None else partials):
                 yield TokenEvent(persona.name, reply)
                 if stop is not None and stop.is_set():
                     stopped = True
                     break
-            yield TurnEvent(self._finish(dialogue, decision, reply, guard, opens_concern, stopped))
+            yield TurnEvent(self._finish(dialogue, decision, reply, guard, opens_concern, stopped, selection))
             if stopped:
                 return
 
@@ -273,13 +282,14 @@ class GroupChat:
                 out[i] = self.director.check(states[i], dec)
         speaking = [(i, dec) for i, dec in enumerate(out) if dec.directive is not None]
         items = [(self.persona(dec.directive.speaker), self.roster, dialogues[i], dec.directive) for i, dec in speaking]  # type: ignore[union-attr]
-        replies = self.speaker.reply_batch(items, seed=(seeds[0] if seeds else 0) * 101 + step) if items else []
+        infos: list[dict[str, object] | None] = [{} for _ in items]
+        replies = self.speaker.reply_batch(items, seed=(seeds[0] if seeds else 0) * 101 + step, infos=infos) if items else []
         turns: list[Turn | None] = [None] * len(dialogues)
-        for (i, dec), reply in zip(speaking, replies):
+        for (i, dec), reply, info in zip(speaking, replies, infos):
             guard = self._guard(dialogues[i])
             if guard is not None:
                 reply = _last(guard.stream([reply]))
-            turns[i] = self._finish(dialogues[i], dec, reply, guard, concern[i])
+            turns[i] = self._finish(dialogues[i], dec, reply, guard, concern[i], selection=info)
         return list(zip(out, turns))
 
     def respond_batch(self, dialogues: list[Dialogue], user_texts: list[str | None], seeds: list[int]) -> list[list[Turn]]:

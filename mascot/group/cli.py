@@ -17,6 +17,7 @@ from mascot.group.director import DIRECTOR_MODES
 from mascot.group.engine import Engine, EngineConfig, live_detector
 from mascot.group.personas import load_pack
 from mascot.group.prompts import SPEAKER_STYLES
+from mascot.group.speaker import check_best_of
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -33,6 +34,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--run", default=None, help="checkpoint run to load adapters from (default: tiny-cpu / newest)")
     p.add_argument("--no-adapters", action="store_true", help="use the prompted base model for every persona")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--replies", choices=("fast", "careful"), default=None,
+                   help="fast: the first draw; careful: the best of N draws by the acceptability scorer "
+                        "(default: MASCOT_REPLIES, else fast)")
+    p.add_argument("--best-of", type=int, default=None,
+                   help="draws per turn for careful replies, 1 to 8 (default: MASCOT_CAREFUL_BEST_OF, else 3)")
+    p.add_argument("--stems", action=argparse.BooleanOptionalAction, default=None,
+                   help="start replies from the persona's opening words (default: MASCOT_STEMS, else off)")
     p.add_argument("--json", action="store_true", help="print one JSON object per turn")
 
 
@@ -46,11 +54,17 @@ def build_group(args: argparse.Namespace) -> GroupChat:
     settings = args.settings
     config = EngineConfig.from_settings(settings, backend=args.backend, model=args.model, base_url=args.base_url,
                                         checkpoints_dir=args.checkpoints_dir, run=args.run)
-    engine = Engine.load(config, safety=live_detector(settings), llm_safety_judge=settings.safety_llm_judge)
+    best_of = settings.careful_best_of if args.best_of is None else check_best_of(args.best_of)
+    engine = Engine.load(config, safety=live_detector(settings), llm_safety_judge=settings.safety_llm_judge,
+                         careful_best_of=best_of)
     for w in engine.attach_adapters(pack):
         print(f"warning: {w}", file=sys.stderr)
-    return engine.group(pack.active, args.mode, max_speakers=args.max_speakers, speaker_style=args.style,
-                        use_adapters=not args.no_adapters, concern_opener=pack.concern_opener)
+    replies = args.replies or settings.replies
+    if replies == "careful" and engine.selector()[0] is None:
+        print(f"warning: {engine.selector()[1]}", file=sys.stderr)
+    return engine.group(pack.active, args.mode, replies=replies, max_speakers=args.max_speakers, speaker_style=args.style,
+                        use_adapters=not args.no_adapters, concern_opener=pack.concern_opener,
+                        stems=settings.stems if args.stems is None else args.stems)
 
 
 def run_message(group: GroupChat, dialogue: Dialogue, text: str, seed: int, as_json: bool, out: TextIO) -> None:

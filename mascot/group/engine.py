@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mascot.backends import Backend, load_backend
-from mascot.errors import MascotError
+from mascot.errors import InputError, MascotError
 from mascot.files.checkpoints import director_adapter_dir, find_run, is_adapter, persona_adapter_path
 from mascot.group.chat import GroupChat
 from mascot.group.director import DIRECTOR_ADAPTER
@@ -17,7 +17,7 @@ from mascot.group.personas import Persona, PersonaPack
 from mascot.group.speaker import adapter_name
 from mascot.safety.detector import CrisisDetector
 from mascot.safety.events import SafetyLog
-from mascot.settings import BACKEND_FIELDS, backend_options
+from mascot.settings import BACKEND_FIELDS, REPLY_MODES, backend_options
 
 log = logging.getLogger(__name__)
 
@@ -64,16 +64,19 @@ class Engine:
     fallbacks: dict[str, list[str]] = field(default_factory=dict)
     safety: CrisisDetector | None = None  # None: the process's shared detector, recording nothing
     llm_safety_judge: bool = False  # Settings.safety_llm_judge
+    careful_best_of: int = 3  # Settings.careful_best_of: draws per turn in "careful" replies
+    _selector: tuple | None = None  # (Selector or None, note), loaded on first careful turn
     _loaded_packs: set[str] = field(default_factory=set)
     _tried: set[str] = field(default_factory=set)  # the director adapter, once tried (attached or refused)
     _lock: threading.RLock = field(default_factory=threading.RLock)
 
     @classmethod
-    def load(cls, config: EngineConfig, safety: CrisisDetector | None = None, llm_safety_judge: bool = False) -> Engine:
+    def load(cls, config: EngineConfig, safety: CrisisDetector | None = None, llm_safety_judge: bool = False,
+             careful_best_of: int = 3) -> Engine:
         """Load the backend and find the run whose adapters the chat uses."""
         backend = load_backend(config.backend, **config.backend_options())
         return cls(config, backend, run_dir=find_run(config.checkpoints_dir, config.run), safety=safety,
-                   llm_safety_judge=llm_safety_judge)
+                   llm_safety_judge=llm_safety_judge, careful_best_of=careful_best_of)
 
     def attach_adapters(self, pack: PersonaPack) -> list[str]:
         """Load each persona's LoRA (and the director's) onto the shared base, once per pack.
@@ -155,11 +158,28 @@ class Engine:
         group.director.decide(DirectorState(dialogue, pack.active, 0))
         return time.perf_counter() - t
 
-    def group(self, roster: list[Persona], mode: str, **kwargs: object) -> GroupChat:
+    def selector(self):  # type: ignore[no-untyped-def]
+        """(the acceptability selector or None, a note for the status area when it could not load), loaded once."""
+        with self._lock:
+            if self._selector is None:
+                from mascot.acceptability.selection import load_selector
+
+                self._selector = load_selector()
+            return self._selector
+
+    def group(self, roster: list[Persona], mode: str, replies: str = "fast", **kwargs: object) -> GroupChat:
         """A GroupChat for one session over the shared backend. The roster's adapters (and, for the `trained`
-        mode, the director's) are attached first, so no caller has to remember to."""
+        mode, the director's) are attached first, so no caller has to remember to. `replies="careful"` shows the
+        best of `careful_best_of` draws by the acceptability scorer (the first draw when it cannot load)."""
         if mode == "trained":
             self.attach_director()
+        if replies not in REPLY_MODES:
+            raise InputError(f"Unknown replies setting {replies!r}: use one of {', '.join(REPLY_MODES)}.")
+        if replies == "careful":
+            selector, _note = self.selector()
+            if selector is not None:
+                kwargs.setdefault("best_of", self.careful_best_of)
+                kwargs.setdefault("selector", selector)
         kwargs.setdefault("safety", self.safety)
         kwargs.setdefault("llm_safety_judge", self.llm_safety_judge)
         return GroupChat(self.backend, roster, mode=mode, **kwargs)  # type: ignore[arg-type]

@@ -19,7 +19,7 @@ from mascot.errors import PersonaError
 PACKS_DIR = Path(__file__).resolve().parent.parent / "packs"
 
 _REQUIRED = ("name", "role", "goal")
-_LIST_FIELDS = ("behaviours", "avoid", "examples", "actions", "tones")
+_LIST_FIELDS = ("behaviours", "avoid", "examples", "actions", "tones", "stems")
 
 
 @dataclass
@@ -43,6 +43,8 @@ class Persona:
     # the director's menu for this persona: it picks one action and one tone by scoring them (default first)
     actions: list[str] = field(default_factory=list)
     tones: list[str] = field(default_factory=list)
+    # opening words the speaker may prefill for a reply (one per draw, by seed), when stems are switched on
+    stems: list[str] = field(default_factory=list)
 
     @property
     def key(self) -> str:
@@ -66,6 +68,10 @@ class Persona:
 
     def tone_options(self) -> list[str]:
         return _unique([self.default_tone, *self.tones])
+
+    def stem(self, seed: int | None) -> str:
+        """The opening words of a draw with this seed ("" without stems): each seed picks one, reproducibly."""
+        return self.stems[(seed or 0) % len(self.stems)] if self.stems else ""
 
     def matches(self, token: str) -> bool:
         """True if `token` names this persona (name, alias or role, case-insensitive)."""

@@ -44,6 +44,7 @@ class RewardContext:
     judge_length_slopes: dict[tuple[str, str], float] = field(default_factory=dict)
     # length-controlled persona_rm: persona name -> (RM points per word, mean words of its candidates); empty: none
     rm_length_slopes: dict[str, tuple[float, float]] = field(default_factory=dict)
+    acceptability: Any = None  # an AcceptabilityScorer for the 'acceptability' reward (None: the shipped one)
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -194,6 +195,25 @@ def _mood(ctx: RewardContext) -> RewardFunc:
     return mood_reward
 
 
+def _acceptability(ctx: RewardContext) -> RewardFunc:
+    """How likely a person would accept the reply (`mascot.acceptability`: the scorer validated on held-out human-style
+    labels), z-scored within each group like `persona_rm`; the raw mean is logged as `acceptability/raw_mean`."""
+    from mascot.acceptability.scorer import AcceptabilityScorer
+
+    scorer = ctx.acceptability or AcceptabilityScorer.load()
+    replies = _replies(ctx)
+
+    def acceptability_reward(completions: list[Any], persona: list[str], context: list[str],
+                             log_metric: Callable[[str, float], None] | None = None, **kwargs: Any) -> list[float]:
+        read = replies(completions, persona, context)
+        raw = [s.acceptability for s in scorer.score_many([(d, p.name, text) for p, d, text in read])]
+        if log_metric is not None and raw:
+            log_metric("acceptability/raw_mean", sum(raw) / len(raw))
+        return group_zscore(raw, [f"{n}\n{c}" for n, c in zip(persona, context)])
+
+    return acceptability_reward
+
+
 def overlong_penalty(length: int, max_tokens: int, buffer: int) -> float:
     """DAPO's soft overlong punishment (Yu et al. 2025, eq. 13): 0 up to `max_tokens - buffer` tokens, then
     linearly down to -1 at the budget, where the reply is cut off.
@@ -236,6 +256,7 @@ REWARDS: dict[str, Callable[[RewardContext], RewardFunc]] = {
     **{name: _judge_reward(name) for name in JUDGE_SIGNALS},
     "mood": _mood,
     "overlong": _overlong,
+    "acceptability": _acceptability,
 }
 
 

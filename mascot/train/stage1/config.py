@@ -92,6 +92,10 @@ class Stage1Config:
         default_factory=list,
         metadata={"help": "Judge criteria a chosen reply must not score lower on than the rejected one (e.g. [consistency])."},
     )
+    pair_min_acceptability: float | None = field(
+        default=None, metadata={"help": "Drop judge pairs whose chosen reply the acceptability scorer rates below this "
+                                        "(0-1; None = keep; see docs/acceptability.md)."}
+    )
     pair_max_length_ratio: float | None = field(
         default=None, metadata={"help": "Drop judge pairs whose chosen reply is more than this many times longer (None = keep)."}
     )

@@ -26,6 +26,7 @@ class PairStats:
     duplicates: int = 0
     below_margin: int = 0
     guarded: int = 0  # dropped by the per-criterion or length guard
+    unacceptable: int = 0  # dropped because the scorer rates the chosen reply below the acceptability floor
     pairs: int = 0
     margins: list[float] = field(default_factory=list)
 
@@ -33,7 +34,7 @@ class PairStats:
         mean = sum(self.margins) / len(self.margins) if self.margins else 0.0
         return {"groups": self.groups, "candidates": self.candidates, "invalid": self.invalid,
                 "duplicates": self.duplicates, "below_margin": self.below_margin, "guarded": self.guarded,
-                "pairs": self.pairs,
+                "unacceptable_chosen": self.unacceptable, "pairs": self.pairs,
                 "mean_margin": round(mean, 4)}
 
 
@@ -90,8 +91,8 @@ def _guarded(g: dict[str, Any], i: int, j: int, criteria: Sequence[str], max_len
 
 
 def build_pairs(groups: Sequence[dict[str, Any]], delta: float = 0.5, max_pairs_per_group: int | None = None,
-                criteria: Sequence[str] = (), max_length_ratio: float | None = None
-                ) -> tuple[list[dict[str, Any]], PairStats]:
+                criteria: Sequence[str] = (), max_length_ratio: float | None = None,
+                acceptability_floor: float | None = None) -> tuple[list[dict[str, Any]], PairStats]:
     """Pairs for every judged group.
 
     Each group needs `candidates` (texts) and `scores` (aggregate or None) plus any fields to carry over
@@ -99,7 +100,9 @@ def build_pairs(groups: Sequence[dict[str, Any]], delta: float = 0.5, max_pairs_
     for every name in `criteria`, a chosen reply scored no lower on that criterion (so a fluent but
     off-persona reply never wins on the aggregate alone); with `max_length_ratio`, a chosen reply more
     than that many times longer than the rejected one is not paired (the RM must not learn "longer is
-    better"). Returns `{prompt, chosen, rejected, margin, ...}` rows.
+    better"); with `acceptability_floor`, a chosen reply whose `acceptability` (the scorer's, one per candidate in
+    the group) is below the floor is not paired (the RM must not learn to prefer one reply a person would reject
+    over another). Returns `{prompt, chosen, rejected, margin, ...}` rows.
     """
     stats = PairStats()
     rows: list[dict[str, Any]] = []
@@ -107,6 +110,10 @@ def build_pairs(groups: Sequence[dict[str, Any]], delta: float = 0.5, max_pairs_
         found = group_pairs(g["candidates"], g["scores"], delta, None, stats)
         kept = [(i, j, gap) for i, j, gap in found if _guarded(g, i, j, criteria, max_length_ratio)]
         stats.guarded += len(found) - len(kept)
+        if acceptability_floor is not None:
+            ok = [(i, j, gap) for i, j, gap in kept if g["acceptability"][i] >= acceptability_floor]
+            stats.unacceptable += len(kept) - len(ok)
+            kept = ok
         if max_pairs_per_group is not None and len(kept) > max_pairs_per_group:
             kept = sorted(kept, key=lambda x: -x[2])[:max_pairs_per_group]
         stats.pairs += len(kept) - len(found)

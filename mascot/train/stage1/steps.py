@@ -92,12 +92,28 @@ def step_judge(run: Run) -> dict[str, Any]:
             "mean_aggregate_by_persona": per_persona}
 
 
+def with_acceptability(judged: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each judged group with the acceptability scorer's rating of every candidate (`acceptability`)."""
+    from mascot.acceptability.scorer import AcceptabilityScorer
+    from mascot.group.dialogue import Dialogue
+
+    scorer = AcceptabilityScorer.load()
+    out = []
+    for g in judged:
+        d = Dialogue.from_dict(g["context"])
+        out.append({**g, "acceptability": [s.acceptability for s in scorer.score(d, g["persona"], g["candidates"])]})
+    return out
+
+
 def step_pairs(run: Run) -> dict[str, Any]:
     from mascot.train.stage1.pairs import build_pairs, cross_persona_pairs, load_extra_pairs
 
     cfg = run.cfg
     judged = read_jsonl(run.need("judge", "judged.jsonl"))
-    pairs, stats = build_pairs(judged, cfg.delta, cfg.max_pairs_per_group, cfg.pair_criteria, cfg.pair_max_length_ratio)
+    if cfg.pair_min_acceptability is not None:
+        judged = with_acceptability(judged)
+    pairs, stats = build_pairs(judged, cfg.delta, cfg.max_pairs_per_group, cfg.pair_criteria, cfg.pair_max_length_ratio,
+                               cfg.pair_min_acceptability)
     cross = cross_persona_pairs(judged, cfg.cross_persona_pairs, rejected_per_persona=cfg.cross_persona_rejected) \
         if cfg.cross_persona_pairs else []
     cross_all = len(cross)

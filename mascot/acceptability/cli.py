@@ -1,0 +1,83 @@
+"""`python -m mascot accept`: replies a person would accept.
+
+    python -m mascot accept sample --scenarios bundled-train --output runs/accept/train   # replies to label, blind
+    python -m mascot accept collect --replies runs/accept/train/replies.jsonl --labels LABELS.jsonl --output DIR
+    python -m annotation import-replies DIR/items.jsonl --study S; python -m annotation import-reply-labels ...
+    python -m annotation export-reply-labels --study S --format jsonl -o mascot/data/acceptability/train.jsonl
+    python -m mascot accept train        # fit the scorer on the training labels (cross-validated by opening)
+    python -m mascot accept validate     # the held-out report: scorer vs the offline judge
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+DEFAULT_DRAWS = ("mascot@0.6#0,mascot@0.6#1,mascot@1.0#2,sft@0.6#0,sft@0.6#1,prompted@0.6#0,prompted@1.0#1,"
+                 "zero-shot@0.6#0,zero-shot@0.6#1,few-shot@0.6#0,few-shot@0.6#1,zero-shot@1.0#2")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="accept_command", required=True)
+    p = sub.add_parser("sample", help="draw replies from every source and write them blind, shuffled, for labelling")
+    p.add_argument("--scenarios", default="bundled-train", help="openings (loader name or dataset path)")
+    p.add_argument("--pack", default="emotional-support")
+    p.add_argument("--draws", default=DEFAULT_DRAWS, help="comma-separated SYSTEM@TEMPERATURE#SEED (default: %(default)s)")
+    p.add_argument("--checkpoints-dir", default="checkpoints")
+    p.add_argument("--run", default=None)
+    p.add_argument("--batch-size", type=int, default=16)
+    p.add_argument("--batches-of", type=int, default=400, help="replies per blind labelling file")
+    p.add_argument("--output", required=True, type=Path)
+    p.add_argument("--no-progress", action="store_true")
+    p = sub.add_parser("collect", help="turn sampled replies and labellers' files into the annotation store's import files")
+    p.add_argument("--replies", required=True, help="comma-separated replies.jsonl files written by `sample`")
+    p.add_argument("--labels", required=True, help="comma-separated label JSONL files (id, annotator, acceptability, ...)")
+    p.add_argument("--output", required=True, type=Path)
+    p = sub.add_parser("train", help="fit the acceptability scorer on exported training labels")
+    p.add_argument("--labels", type=Path, default=None, help="export-reply-labels JSONL (default: the shipped training set)")
+    p.add_argument("--output", type=Path, default=None, help="scorer folder (default: the shipped one)")
+    p = sub.add_parser("validate", help="held-out report: the scorer's AUC and accuracy beside the offline judge's")
+    p.add_argument("--labels", type=Path, default=None, help="export-reply-labels JSONL (default: the shipped held-out set)")
+    p.add_argument("--scorer", type=Path, default=None, help="scorer folder (default: the shipped one)")
+    p.add_argument("--output", type=Path, default=None, help="also write the report as JSON here")
+
+
+def _paths(text: str) -> list[Path]:
+    return [Path(x.strip()) for x in text.split(",") if x.strip()]
+
+
+def main(args: argparse.Namespace) -> int:
+    if args.accept_command == "sample":
+        from mascot.acceptability.sampling import Draw, sample_replies
+        from mascot.backends import load_backend
+        from mascot.data import load_scenarios
+        from mascot.group.personas import load_pack
+
+        pack = load_pack(args.pack)
+        draws = [Draw.parse(d) for d in args.draws.split(",") if d.strip()]
+        scenarios = [s for s in load_scenarios(args.scenarios) if s.setting == pack.setting]
+        backend = load_backend("llamacpp", **args.settings.backend_options())
+        summary = sample_replies(backend, pack, scenarios, draws, args.output, args.checkpoints_dir, args.run,
+                                 args.batch_size, args.batches_of, progress=not args.no_progress)
+        print(json.dumps(summary, indent=1))
+        return 0
+    if args.accept_command == "collect":
+        from mascot.acceptability.labels import to_store_files
+
+        print(json.dumps(to_store_files(_paths(args.replies), _paths(args.labels), args.output), indent=1))
+        return 0
+    from mascot.acceptability import training
+    from mascot.acceptability.scorer import MODEL_DIR
+
+    if args.accept_command == "train":
+        card = training.train_scorer(args.labels or training.TRAIN_FILE, args.output or MODEL_DIR)
+        print(json.dumps({k: card[k] for k in ("n", "C", "threshold", "cv_accuracy_at_threshold")}, indent=1))
+        print(json.dumps(card["cross_validation"][str(card["C"])], indent=1))
+        return 0
+    report = training.validate(args.scorer, args.labels or training.HELDOUT_FILE)
+    if args.output:
+        args.output.parent.mkdir(parents=True, exist_ok=True)
+        args.output.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
+    print(json.dumps(report, indent=1))
+    return 0
