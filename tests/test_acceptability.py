@@ -202,3 +202,25 @@ def test_labels_travel_through_the_store_files(tmp_path):
     (row,) = load_labelled(tmp_path / "export.jsonl")
     assert row.label == LABELS.index("borderline") and row.fits == 1 and row.scenario == "s1"
     assert row.dialogue.emotion == "sad"
+
+
+def test_compare_reports_shares_and_paired_sign_tests(tmp_path):
+    from mascot.acceptability.report import compare, examples_markdown, labelled_replies
+
+    replies, labels = [], []
+    for k in range(6):
+        for system, lab in (("a", "acceptable"), ("b", "not_acceptable" if k < 5 else "acceptable")):
+            rid = f"{system}{k}"
+            replies.append({"id": rid, "scenario": f"s{k}", "persona": "Anchor", "system": system, "reply": f"r {rid}",
+                            "context": [{"speaker": "user", "text": f"opening {k}"}]})
+            labels.append({"id": rid, "annotator": "L1", "acceptability": lab})
+    labels.append({"id": "a0", "annotator": "L2", "acceptability": "not_acceptable"})  # a second label is not counted
+    (tmp_path / "r.jsonl").write_text("".join(json.dumps(r) + "\n" for r in replies))
+    (tmp_path / "l.jsonl").write_text("".join(json.dumps(x) + "\n" for x in labels))
+    rows = labelled_replies([tmp_path / "r.jsonl"], [tmp_path / "l.jsonl"])
+    report = compare(rows)
+    assert report["systems"]["a"]["acceptable"]["count"] == 6 and report["systems"]["b"]["acceptable"]["share"] == 0.167
+    test = report["sign_tests"]["a vs b"]
+    assert (test["wins"], test["losses"], test["ties"]) == (5, 0, 1) and test["p"] == 0.0625
+    md = examples_markdown(rows, "b", "a", n=2)
+    assert md.count("## s") == 2 and "[N]" in md and "[A]" in md

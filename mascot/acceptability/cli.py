@@ -37,6 +37,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p = sub.add_parser("train", help="fit the acceptability scorer on exported training labels")
     p.add_argument("--labels", type=Path, default=None, help="export-reply-labels JSONL (default: the shipped training set)")
     p.add_argument("--output", type=Path, default=None, help="scorer folder (default: the shipped one)")
+    p.add_argument("--joint", action="store_true",
+                   help="also fine-tune a joint encoder on (message, reply) and stack its log-odds (minutes on a CPU)")
+    p.add_argument("--joint-epochs", type=int, default=4)
+    p = sub.add_parser("compare", help="labelled shares per system with Wilson intervals, and paired sign tests")
+    p.add_argument("--replies", required=True, help="comma-separated replies.jsonl files written by `sample`")
+    p.add_argument("--labels", required=True, help="comma-separated label JSONL files")
+    p.add_argument("--output", type=Path, default=None, help="also write the report as JSON here")
+    p.add_argument("--examples", default=None, metavar="BEFORE,AFTER",
+                   help="also write the first 20 openings by id with both systems' labelled replies (Markdown)")
+    p.add_argument("--examples-output", type=Path, default=Path("docs/acceptability_examples.md"))
     p = sub.add_parser("validate", help="held-out report: the scorer's AUC and accuracy beside the offline judge's")
     p.add_argument("--labels", type=Path, default=None, help="export-reply-labels JSONL (default: the shipped held-out set)")
     p.add_argument("--scorer", type=Path, default=None, help="scorer folder (default: the shipped one)")
@@ -67,17 +77,32 @@ def main(args: argparse.Namespace) -> int:
 
         print(json.dumps(to_store_files(_paths(args.replies), _paths(args.labels), args.output), indent=1))
         return 0
+    if args.accept_command == "compare":
+        from mascot.acceptability.report import compare, labelled_replies
+
+        rows = labelled_replies(_paths(args.replies), _paths(args.labels))
+        _write(compare(rows), args.output)
+        if args.examples:
+            from mascot.acceptability.report import examples_markdown
+
+            before, after = args.examples.split(",")
+            args.examples_output.write_text(examples_markdown(rows, before, after), encoding="utf-8")
+        return 0
     from mascot.acceptability import training
     from mascot.acceptability.scorer import MODEL_DIR
 
     if args.accept_command == "train":
-        card = training.train_scorer(args.labels or training.TRAIN_FILE, args.output or MODEL_DIR)
+        card = training.train_scorer(args.labels or training.TRAIN_FILE, args.output or MODEL_DIR, joint=args.joint,
+                                     joint_epochs=args.joint_epochs)
         print(json.dumps({k: card[k] for k in ("n", "C", "threshold", "cv_accuracy_at_threshold")}, indent=1))
         print(json.dumps(card["cross_validation"][str(card["C"])], indent=1))
         return 0
-    report = training.validate(args.scorer, args.labels or training.HELDOUT_FILE)
-    if args.output:
-        args.output.parent.mkdir(parents=True, exist_ok=True)
-        args.output.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
-    print(json.dumps(report, indent=1))
+    _write(training.validate(args.scorer, args.labels or training.HELDOUT_FILE), args.output)
     return 0
+
+
+def _write(report: dict, output: Path | None) -> None:
+    if output:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        output.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
+    print(json.dumps(report, indent=1))

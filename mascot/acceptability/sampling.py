@@ -76,10 +76,17 @@ def sample_replies(backend: Backend, pack: PersonaPack, scenarios: list[Scenario
     `blind/batch_NN.jsonl` files of `batches_of` replies each. Crisis rounds and empty replies are left out."""
     output.mkdir(parents=True, exist_ok=True)
     records: list[dict[str, Any]] = []
+    selector = None
+    if any(make_system(d.system).best_of > 1 for d in draws):
+        from mascot.acceptability.scorer import AcceptabilityScorer
+        from mascot.acceptability.selection import Selector
+
+        selector = Selector(AcceptabilityScorer.load())
     with (output / "replies.jsonl").open("w", encoding="utf-8") as fh:
         for draw in draws:
             system = make_system(draw.system)
-            ctx = RunContext(checkpoints_dir, run, draw.seed, setting=pack.setting, temperature=draw.temperature)
+            ctx = RunContext(checkpoints_dir, run, draw.seed, setting=pack.setting, temperature=draw.temperature,
+                             selector=selector)
             reason = system.prepare(backend, pack, ctx)
             if reason:
                 raise ConfigError(f"Cannot draw {draw.name}: {reason}")

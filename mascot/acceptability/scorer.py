@@ -59,12 +59,24 @@ def unit(x: np.ndarray) -> np.ndarray:
     return x / np.maximum(np.linalg.norm(x, axis=-1, keepdims=True), 1e-8)
 
 
-def features(user_vecs: np.ndarray, reply_vecs: np.ndarray, faults: Sequence[Faults]) -> np.ndarray:
-    """The acceptability head's input rows: [r, u*r, cos(u, r), fault features]."""
+def features(user_vecs: np.ndarray, reply_vecs: np.ndarray, faults: Sequence[Faults],
+             joint: np.ndarray | None = None) -> np.ndarray:
+    """The acceptability head's input rows: [r, u*r, cos(u, r), fault features] and, with a joint encoder, the
+    log-odds it gives the pair."""
     u, r = unit(user_vecs), unit(reply_vecs)
     cos = (u * r).sum(-1, keepdims=True)
     f = np.array([x.vector() for x in faults], np.float32).reshape(len(faults), len(FEATURE_NAMES))
-    return np.concatenate([r, u * r, cos, f], axis=1).astype(np.float32)
+    parts = [r, u * r, cos, f]
+    if joint is not None:
+        p = np.clip(joint.astype(np.float64), 1e-4, 1 - 1e-4)
+        parts.append(np.log(p / (1 - p)).reshape(-1, 1))
+    return np.concatenate(parts, axis=1).astype(np.float32)
+
+
+def joint_text(dialogue: Dialogue, reply: str) -> str:
+    """The joint encoder's input: the user's last message and the reply in one sequence (the encoder attends
+    across both, which two separate embeddings cannot)."""
+    return f"{dialogue.last_user_text() or dialogue.situation or ''} [SEP] {reply}"
 
 
 def fit_features(reply_vecs: np.ndarray, persona_index: Sequence[int], n_personas: int) -> np.ndarray:
@@ -86,12 +98,13 @@ class AcceptabilityScorer:
     """Scores replies to a conversation; see the module docstring for what it reads."""
 
     def __init__(self, accept_w: np.ndarray, accept_b: np.ndarray, fit_w: np.ndarray, fit_b: float,
-                 personas: list[str], card: dict | None = None, encoder=None) -> None:  # type: ignore[no-untyped-def]
+                 personas: list[str], card: dict | None = None, encoder=None, joint=None) -> None:  # type: ignore[no-untyped-def]
         self.accept_w, self.accept_b = accept_w, accept_b  # (features, 3), (3,)
         self.fit_w, self.fit_b = fit_w, fit_b  # (personas * (hidden + 1),), scalar
         self.personas = personas
         self.card = card or {}
         self._encoder = encoder
+        self.joint = joint  # a mascot.safety.classifier.Classifier over joint_text, when the scorer has one
 
     @property
     def encoder(self):  # type: ignore[no-untyped-def]
@@ -112,7 +125,12 @@ class AcceptabilityScorer:
         if card.get("features") != list(FEATURE_NAMES):
             raise ConfigError(f"The scorer in {folder} was trained on other fault features; retrain it with "
                               "`python -m mascot accept train`.")
-        return cls(w["accept_w"], w["accept_b"], w["fit_w"], float(w["fit_b"][0]), card["personas"], card)
+        joint = None
+        if card.get("joint"):
+            from mascot.safety.classifier import Classifier
+
+            joint = Classifier("joint", folder)
+        return cls(w["accept_w"], w["accept_b"], w["fit_w"], float(w["fit_b"][0]), card["personas"], card, joint=joint)
 
     def save(self, folder: str | Path) -> None:
         from safetensors.numpy import save_file
@@ -143,7 +161,8 @@ class AcceptabilityScorer:
         u = vecs[[at[t] for t in users]]
         r = vecs[[at[x] for _, _, x in items]]
         faults = [detect(d, x) for d, _, x in items]
-        p = self.class_probabilities(features(u, r, faults))
+        joint = self.joint.score([joint_text(d, x) for d, _, x in items]) if self.joint is not None else None
+        p = self.class_probabilities(features(u, r, faults, joint))
         accept = p[:, 2] + 0.5 * p[:, 1]
         idx = [self.personas.index(name) if name in self.personas else -1 for _, name, _ in items]
         fit = np.full(len(items), 0.5, np.float32)  # a persona the head never saw: no opinion

@@ -32,9 +32,9 @@ def embed_rows(rows: Sequence[Labelled]) -> tuple[np.ndarray, np.ndarray]:
     return vecs[[at[t] for t in users]], vecs[[at[t] for t in replies]]
 
 
-def design(rows: Sequence[Labelled], personas: list[str]) -> tuple[np.ndarray, np.ndarray]:
+def design(rows: Sequence[Labelled], personas: list[str], joint: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     u, r = embed_rows(rows)
-    x = features(u, r, [detect(row.dialogue, row.record["reply"]) for row in rows])
+    x = features(u, r, [detect(row.dialogue, row.record["reply"]) for row in rows], joint)
     xf = fit_features(r, [personas.index(row.record["persona"]) for row in rows], len(personas))
     return x, xf
 
@@ -86,13 +86,38 @@ def accuracy_at(score: np.ndarray, y: np.ndarray, threshold: float) -> float:
     return float(((score >= threshold) == (y >= 1)).mean())
 
 
-def train_scorer(train_file: Path = TRAIN_FILE, output: Path | None = None, personas: Sequence[str] = ()) -> dict[str, Any]:
-    """Fit both heads on the training labels; choose C by cross-validation grouped by opening; save."""
+def joint_out_of_fold(rows: Sequence[Labelled], groups: np.ndarray, cfg: Any, folds: int) -> tuple[np.ndarray, Any]:
+    """The joint encoder (the bundled MiniLM's top layers through a LoRA, with a logistic head, fitted as the crisis
+    classifiers are: `mascot.safety.training.fitting`) on 'not not-acceptable': its out-of-fold probabilities for
+    the stacked head, and the encoder fitted on every row."""
+    from sklearn.model_selection import GroupKFold
+
+    from mascot.acceptability.scorer import joint_text
+    from mascot.safety.training.fitting import Fitter
+
+    fitter = Fitter([joint_text(r.dialogue, r.record["reply"]) for r in rows], cfg)
+    ok = [r.label >= 1 for r in rows]
+    oof = np.zeros(len(rows))
+    for tr, te in GroupKFold(n_splits=folds).split(np.zeros(len(rows)), ok, groups):
+        oof[te] = fitter.predict(fitter.fit(list(tr), ok), list(te))
+    return oof, fitter.fit(list(range(len(rows))), ok)
+
+
+def train_scorer(train_file: Path = TRAIN_FILE, output: Path | None = None, personas: Sequence[str] = (),
+                 joint: bool = False, joint_epochs: int = 4) -> dict[str, Any]:
+    """Fit both heads on the training labels; choose C by cross-validation grouped by opening; save. With `joint`,
+    a fine-tuned joint encoder's out-of-fold log-odds join the features (stacking)."""
     rows = load_labelled(train_file)
     personas = list(personas) or sorted({r.record["persona"] for r in rows})
-    x, xf = design(rows, personas)
     y = np.array([r.label for r in rows])
     groups = np.array([r.scenario for r in rows])
+    joint_oof, joint_fitted, joint_cfg = None, None, None
+    if joint:
+        from mascot.safety.training.fitting import FitConfig
+
+        joint_cfg = FitConfig(layers=2, rank=16, epochs=joint_epochs, lr=1e-3)
+        joint_oof, joint_fitted = joint_out_of_fold(rows, groups, joint_cfg, folds=5)
+    x, xf = design(rows, personas, joint_oof)
     cv = {}
     for c in C_GRID:
         cv[c] = metrics(accept_score(cross_validate(x, y, groups, c)), y, boot=200)
@@ -111,7 +136,7 @@ def train_scorer(train_file: Path = TRAIN_FILE, output: Path | None = None, pers
 
     fit_head = LogisticRegression(C=1.0, max_iter=3000, fit_intercept=False).fit(xf, np.array([r.fits for r in rows]))
     card = {
-        "trained_on": str(train_file.name), "n": len(rows), "C": best, "threshold": threshold,
+        "trained_on": str(train_file.name), "n": len(rows), "C": best, "threshold": threshold, "joint": bool(joint),
         "cross_validation": {str(c): cv[c] for c in C_GRID},
         "cv_accuracy_at_threshold": round(accuracy_at(oof, y, threshold), 3),
     }
@@ -119,6 +144,15 @@ def train_scorer(train_file: Path = TRAIN_FILE, output: Path | None = None, pers
                                  fit_head.coef_[0].astype(np.float32), 0.0, personas, card)
     if output is not None:
         scorer.save(output)
+        if joint_fitted is not None:
+            from sklearn.metrics import roc_auc_score
+
+            from mascot.safety.training.fitting import config_dict, save
+
+            card["joint_cv_auc_not_unacceptable"] = round(float(roc_auc_score(y >= 1, joint_oof)), 3)
+            save("joint", joint_fitted, {"config": config_dict(joint_cfg), "target": "not not_acceptable"}, root=output)
+            scorer.card = card
+            scorer.save(output)
     return card
 
 
