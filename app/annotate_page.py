@@ -14,13 +14,14 @@ Keys: 1 = A better, 2 = B better, 3 = tie, 4 = both bad.
 from __future__ import annotations
 
 import html
+import re
 import secrets
 from typing import Any
 from urllib.parse import quote
 
 import gradio as gr
 
-from annotation.errors import AnnotationError, AnnotatorInUse, InvalidInput
+from annotation.errors import AnnotationError, AnnotatorInUse, InvalidInput, StudyNotFound
 from annotation.models import CRITERIA
 from annotation.schemas import Finished, Ratings, Task, Turn
 from annotation.store import MAX_ANNOTATOR_CHARS, StudyStore
@@ -63,6 +64,9 @@ RATING_CHOICES = ["1", "2", "3", "4", "5"]
 KEYS_STORAGE = "annotate-session-keys"  # localStorage entry holding this browser's annotator keys
 MAX_KEYS = 20  # keys kept per browser (one per study and annotator id used in it)
 NO_PAGE_MESSAGE = "⚠️ Open the study link in a web browser to take part (this request had no page session)."
+# One answer for every unknown study id: it names no study and echoes nothing from the link.
+INVALID_STUDY_MESSAGE = "This study link is not valid. Check the link you were given, or ask the study owner."
+MARKUP_CHARACTERS = re.compile(r"([\\`*_\[\]<>&~$|])")  # what starts a tag, entity, link, code span or markup
 RATING_KEYS = tuple(f"{k}_{s}" for k in CRITERIA for s in "ab")  # s: shown side, a = Response A (left)
 # Handlers take `c`, a mapping from these names to the page's components, and return updates keyed by
 # them; tests pass {name: name} to read the updates by name.
@@ -145,10 +149,17 @@ def _view(
     }
 
 
+def plain(text: object) -> str:
+    """`text` as literal Markdown inside a line: the characters that start markup backslash-escaped, so
+    whatever a link or an error message carries shows as typed, never as a tag, link or markup."""
+    return MARKUP_CHARACTERS.sub(r"\\\1", str(text))
+
+
 def _login(
-    c: dict[str, Any], store: StudyStore, message: str, study: str | None = None, annotator: str = ""
+    c: dict[str, Any], store: StudyStore, message: str, study: str | None = None, annotator: str = "",
+    *, list_studies: bool = True,
 ) -> dict[Any, Any]:
-    open_ids = [s.id for s in store.list_studies() if s.is_open]
+    open_ids = [s.id for s in store.list_studies() if s.is_open] if list_studies else []
     return {
         c["login"]: gr.update(visible=True),
         c["task"]: gr.update(visible=False),
@@ -191,10 +202,12 @@ def start(
     key = keys.get(name) or secrets.token_urlsafe(24)
     try:
         result = store.next_task(study_id=session["study"], annotator=session["annotator"], session_key=key)
+    except StudyNotFound:
+        return _login(c, store, f"⚠️ {INVALID_STUDY_MESSAGE}", annotator=session["annotator"], list_studies=False)
     except AnnotatorInUse as exc:
-        return _login(c, store, f"⛔ {exc}", session["study"], session["annotator"])
+        return _login(c, store, f"⛔ {plain(exc)}", session["study"], session["annotator"])
     except AnnotationError as exc:
-        return _login(c, store, f"⚠️ {exc}", session["study"], session["annotator"])
+        return _login(c, store, f"⚠️ {plain(exc)}", session["study"], session["annotator"])
     kept = dict(list({k: v for k, v in keys.items() if k != name}.items())[-(MAX_KEYS - 1):])
     return {**_view(result, session, c), c["keys"]: {**kept, name: key}}
 
@@ -236,8 +249,8 @@ def vote(
         )
     except AnnotationError as exc:
         if isinstance(exc, InvalidInput) and "comment" in str(exc):
-            return {c["status"]: f"⚠️ {exc}"}  # keep the task and the typed comment on screen
-        return _login(c, store, f"⚠️ {exc}", session.get("study"), session.get("annotator", ""))
+            return {c["status"]: f"⚠️ {plain(exc)}"}  # keep the task and the typed comment on screen
+        return _login(c, store, f"⚠️ {plain(exc)}", session.get("study"), session.get("annotator", ""))
     notice = "✓ Saved." if result is not None else f"⚠️ {HOLD_EXPIRED_MESSAGE}"
     return _view(nxt, session, c, notice)
 

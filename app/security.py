@@ -1,5 +1,6 @@
 """How every Gradio app of the server is mounted safely: Gradio's own file checks switched on,
-explicit allowed/blocked paths, an upload size limit, and a per-address limit on failed logins.
+explicit allowed/blocked paths, an upload size limit, no uploads to the open apps, and limits on failed
+logins per client address and per account name.
 
 Why this module exists: `gr.mount_gradio_app` never calls `launch()`, so Gradio's `Blocks.has_launched`
 stays False and `gradio.processing_utils._check_allowed` returns early. Any input shaped like
@@ -23,12 +24,21 @@ from typing import Any
 import gradio as gr
 from fastapi import FastAPI, Request, Response
 from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException
+from starlette.formparsers import MultiPartException
+from starlette.types import Message
 
 from app.settings import Settings
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 MAX_FAILED_LOGINS = 5  # per client address and login path, within LOGIN_WINDOW_S
 LOGIN_WINDOW_S = 300.0
+MAX_ACCOUNT_FAILURES = 20  # per account name and login path from all addresses together, within ACCOUNT_WINDOW_S
+ACCOUNT_WINDOW_S = 900.0
+MAX_LOGIN_BYTES = 16 * 1024  # a login form holds a name and a password
+MAX_ACCOUNT_CHARS = 200
+# Gradio routes that store a sent file (the open apps have no file input, so they refuse these).
+UPLOAD_ROUTES = ("/gradio_api/upload", "/gradio_api/process_recording")
 
 
 def private_paths(settings: Settings) -> list[str]:
@@ -82,11 +92,14 @@ def admin_files() -> AdminFiles:
 
 
 def mount_app(server: FastAPI, blocks: gr.Blocks, path: str, settings: Settings, *,
-              allowed: Sequence[str | Path] = (), blocked: Sequence[str | Path] = (),
+              allowed: Sequence[str | Path] = (), blocked: Sequence[str | Path] = (), show_error: bool = False,
               **kwargs: Any) -> FastAPI:
-    """`gr.mount_gradio_app` with Gradio's file checks on, explicit paths and an upload limit."""
+    """`gr.mount_gradio_app` with Gradio's file checks on, explicit paths and an upload limit.
+
+    `show_error=False` sends visitors only the messages of `gr.Error` (Gradio shows those either way),
+    never the text of an unexpected exception."""
     server = gr.mount_gradio_app(
-        server, blocks, path=path, footer_links=[],
+        server, blocks, path=path, footer_links=[], show_error=show_error,
         allowed_paths=[str(Path(p).resolve()) for p in allowed],
         blocked_paths=sorted({*private_paths(settings), *(str(Path(p).resolve()) for p in blocked)}),
         max_file_size=f"{settings.max_upload_mb}mb", enable_monitoring=False, run_history=False, **kwargs,
@@ -97,19 +110,25 @@ def mount_app(server: FastAPI, blocks: gr.Blocks, path: str, settings: Settings,
 
 
 def refuse_uploads(server: FastAPI, mounts: Sequence[str]) -> None:
-    """Answer 403 to uploads sent to the apps mounted at `mounts` (apps with no file input: the chat at
-    "" and the annotator page), so anonymous visitors cannot fill the disk or plant files."""
-    targets = {f"{m.rstrip('/')}/gradio_api/upload" for m in mounts}
+    """Answer 403 to every file sent to the apps mounted at `mounts` (apps with no file input: the chat at
+    "" and the annotator page): Gradio's upload and screen-recording routes, and any multipart body to their
+    API (the component server reads file parts too), so anonymous visitors cannot fill the disk or plant files."""
+    roots = [m.rstrip("/") for m in mounts]
+    targets = {root + route for root in roots for route in UPLOAD_ROUTES}
+    apis = tuple(f"{root}/gradio_api/" for root in roots)
 
     @server.middleware("http")
     async def no_uploads(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
-        if request.method == "POST" and request.url.path.rstrip("/") in targets:
+        path = request.url.path.rstrip("/")
+        multipart = request.headers.get("content-type", "").lower().lstrip().startswith("multipart/")
+        if request.method != "GET" and (path in targets or (multipart and path.startswith(apis))):
             return JSONResponse({"detail": "This app takes no file uploads."}, status_code=403)
         return await call_next(request)
 
 
 class LoginLimiter:
-    """Counts failed logins per (client address, login path) in a sliding window; thread-safe."""
+    """Counts failed logins per key (an address or account name, and the login path) in a sliding window;
+    thread-safe."""
 
     def __init__(self, max_failures: int = MAX_FAILED_LOGINS, window_s: float = LOGIN_WINDOW_S,
                  clock: Callable[[], float] = time.monotonic) -> None:
@@ -123,8 +142,9 @@ class LoginLimiter:
         q = self._failures[key]
         while q and self.clock() - q[0] > self.window_s:
             q.popleft()
-        if len(self._failures) > 10_000:  # forget addresses whose failures all expired
-            for stale in [k for k, v in self._failures.items() if not v and k != key]:
+        if len(self._failures) > 10_000:  # forget keys whose failures all expired
+            now = self.clock()
+            for stale in [k for k, v in self._failures.items() if k != key and (not v or now - v[-1] > self.window_s)]:
                 del self._failures[stale]
         return q
 
@@ -140,20 +160,58 @@ class LoginLimiter:
         with self._lock:
             self._recent(key).append(self.clock())
 
-    def install(self, server: FastAPI) -> None:
-        """Wrap every `.../login` POST of `server`: refuse with 429 once an address failed too often."""
 
+async def login_name(request: Request) -> str:
+    """The account name a login form gives, stripped as Gradio strips it ('' when there is none).
+
+    Reads the body through `request.body()`, which Starlette's http middleware caches and replays to the
+    login route, then parses it with Starlette's form parser and limits (the ones the route uses)."""
+    body = await request.body()
+
+    async def replay() -> Message:
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    try:
+        async with Request(request.scope, replay).form() as form:
+            name = form.get("username")
+    except (HTTPException, MultiPartException):
+        return ""
+    return name.strip()[:MAX_ACCOUNT_CHARS] if isinstance(name, str) else ""
+
+
+class LoginGuard:
+    """Wraps every `.../login` POST of a server: 429 once a client address, or one account name from all
+    addresses together, failed too often on that login path.
+
+    The address is `request.client`, the TCP peer: uvicorn replaces it with the `X-Forwarded-For` client only
+    for peers in `MASCOT_TRUSTED_PROXIES` (see `app.server.uvicorn_options`), so a client rotating that header
+    keeps one address. The per-account cap stops guessing from many real addresses; it may also lock the
+    account's owner out for its window, which is the price of not letting a botnet guess on."""
+
+    def __init__(self, per_address: LoginLimiter | None = None, per_account: LoginLimiter | None = None) -> None:
+        self.per_address = per_address or LoginLimiter()
+        self.per_account = per_account or LoginLimiter(MAX_ACCOUNT_FAILURES, ACCOUNT_WINDOW_S)
+
+    def install(self, server: FastAPI) -> None:
         @server.middleware("http")
         async def limit_logins(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
-            if request.method != "POST" or not request.url.path.rstrip("/").endswith("/login"):
+            path = request.url.path.rstrip("/")
+            if request.method != "POST" or not path.endswith("/login"):
                 return await call_next(request)
-            key = (request.client.host if request.client else "?", request.url.path.rstrip("/"))
-            wait = self.retry_after(key)
-            if wait:
-                return JSONResponse(
-                    {"detail": f"Too many failed logins from your address; try again in {int(wait)} s."},
-                    status_code=429, headers={"Retry-After": str(int(wait))})
+            length = request.headers.get("content-length", "")
+            if not length.isdigit() or int(length) > MAX_LOGIN_BYTES:
+                return JSONResponse({"detail": f"A login form is sent with a Content-Length of at most "
+                                               f"{MAX_LOGIN_BYTES:,} bytes."}, status_code=413 if length else 411)
+            address = request.client.host if request.client else "?"
+            checks = ((self.per_address, (address, path), "from your address"),
+                      (self.per_account, (await login_name(request), path), "for this account"))
+            for limiter, key, whose in checks:
+                wait = int(limiter.retry_after(key))
+                if wait:
+                    return JSONResponse({"detail": f"Too many failed logins {whose}; try again in {wait} s."},
+                                        status_code=429, headers={"Retry-After": str(wait)})
             response = await call_next(request)
             if response.status_code >= 400:
-                self.failed(key)
+                for limiter, key, _ in checks:
+                    limiter.failed(key)
             return response

@@ -3,19 +3,21 @@ app at `/admin` (login required; disabled with instructions when no login is con
 
 Every Gradio app is mounted through `app.security.mount_app`, which switches Gradio's own file checks on
 for mounted apps, blocks the project, data, checkpoint and run folders, and limits upload size. Files
-made for researchers live in a private cache that only `/admin` serves.
+made for researchers live in a private cache that only `/admin` serves. Only `/admin` shows the text of
+unexpected errors; the open apps show `gr.Error` messages only.
 """
 
 from __future__ import annotations
 
 import html
 import logging
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, RedirectResponse
 
 from app.admin_auth import ENABLE_HELP, admin_checker
-from app.security import LoginLimiter, admin_files, mount_app, refuse_uploads
+from app.security import LoginGuard, admin_files, mount_app, refuse_uploads
 from app.settings import Settings
 from app.ui import CSS, build_app
 from mascot.group.engine import Engine
@@ -48,7 +50,7 @@ def build_server(settings: Settings, engine: Engine | None = None) -> FastAPI:
     `settings.auth` puts an optional login on the public chat; `settings.annotate_only` serves the
     annotator page alone (no chat, no researcher app)."""
     server = FastAPI(title="MASCOT", docs_url=None, redoc_url=None, openapi_url=None)
-    LoginLimiter().install(server)
+    LoginGuard().install(server)
     refuse_uploads(server, ["", "/annotate"])  # only /admin has file inputs (study imports)
     private = admin_files()
     try:
@@ -72,9 +74,17 @@ def build_server(settings: Settings, engine: Engine | None = None) -> FastAPI:
         private.adopt(admin)
         _add_slash(server, "/admin")
         server = mount_app(server, admin, "/admin", settings, allowed=[private.root], auth=check,
-                           auth_message="MASCOT researcher login")
+                           auth_message="MASCOT researcher login", show_error=True)
     main = build_app(settings, engine)
     return mount_app(server, main, "", settings, blocked=[private.root], css=CSS, auth=settings.auth_pair())
+
+
+def uvicorn_options(settings: Settings) -> dict[str, Any]:
+    """uvicorn's options for `settings`: `X-Forwarded-For` is believed only from `MASCOT_TRUSTED_PROXIES`
+    (uvicorn's own default trusts any loopback peer, which lets a local proxy's clients pick their address)."""
+    proxies = settings.proxy_list()
+    return {"host": settings.host, "port": settings.port, "log_level": "warning",
+            "proxy_headers": bool(proxies), "forwarded_allow_ips": ",".join(proxies)}
 
 
 def serve(settings: Settings, engine: Engine | None = None) -> None:
@@ -84,4 +94,4 @@ def serve(settings: Settings, engine: Engine | None = None) -> None:
     admin = "/admin" if admin_checker(settings) else "/admin (disabled: set MASCOT_ADMIN_PASSWORD)"
     print(f"MASCOT is running on http://{settings.host}:{settings.port}  (annotators: /annotate/?study=ID&annotator=ID;"
           f" researchers: {admin})", flush=True)
-    uvicorn.run(app, host=settings.host, port=settings.port, log_level="warning")
+    uvicorn.run(app, **uvicorn_options(settings))

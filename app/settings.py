@@ -7,8 +7,10 @@ embedded SmolLM2-135M-Instruct model.
 
 from __future__ import annotations
 
+import ipaddress
 from dataclasses import dataclass
 
+from mascot.errors import ConfigError
 from mascot.settings import Settings as EngineSettings
 
 
@@ -36,6 +38,25 @@ class Settings(EngineSettings):
     admin_password: str = ""  # MASCOT_ADMIN_PASSWORD: enables the researcher app at /admin
     admin_users_file: str = ""  # or a file of `user:scrypt$...` lines (python -m app.admin_auth add-user)
     warmup: bool = True  # pay the first chat turn's one-off costs in the background at start-up
+    trusted_proxies: str = ""  # comma-separated proxy IPs or networks whose X-Forwarded-For is believed; "" = none
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.proxy_list()  # a malformed MASCOT_TRUSTED_PROXIES stops the start with its reason
+
+    def proxy_list(self) -> list[str]:
+        """`trusted_proxies` as normalised IP addresses and networks; raises ConfigError on anything else."""
+        proxies = []
+        for proxy in (p.strip() for p in self.trusted_proxies.split(",") if p.strip()):
+            try:
+                parsed = ipaddress.ip_network(proxy, strict=False) if "/" in proxy else ipaddress.ip_address(proxy)
+            except ValueError:
+                raise ConfigError(
+                    f"MASCOT_TRUSTED_PROXIES: {proxy!r} is not an IP address or network; list your reverse "
+                    "proxy's address, e.g. 127.0.0.1 or 10.0.0.0/8 (a name or '*' would trust any client)."
+                ) from None
+            proxies.append(str(parsed))
+        return proxies
 
     def auth_pair(self) -> tuple[str, str] | None:
         """`auth` as (user, password); raises ValueError with the expected form when malformed."""

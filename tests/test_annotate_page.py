@@ -63,7 +63,7 @@ def test_missing_parameters_show_the_login_form(store):
     assert visible(out["login"]) and not visible(out["task"])
     assert out["study_in"]["choices"] == ["s1"] and "annotator ID" in out["status"]
     bad = start(store, C, "nope", "P1")
-    assert visible(bad["login"]) and "No study 'nope'" in bad["status"]
+    assert visible(bad["login"]) and "This study link is not valid" in bad["status"] and bad["study_in"]["choices"] == []
 
 
 def test_vote_records_the_system_shown_and_moves_on(store):

@@ -112,6 +112,16 @@ def test_login_limiter_window() -> None:
     assert limiter.retry_after(key) == 0
 
 
+def test_login_limiter_forgets_keys_whose_failures_expired() -> None:
+    now = [0.0]
+    limiter = LoginLimiter(max_failures=3, window_s=60, clock=lambda: now[0])
+    for n in range(10_001):
+        limiter.failed((f"10.0.{n // 256}.{n % 256}", "/login"))
+    now[0] = 61
+    limiter.failed(("192.0.2.1", "/login"))
+    assert len(limiter._failures) == 1  # the expired addresses went, however many there were
+
+
 # ----------------------------------------------------------------------------- exports and chat input
 @pytest.mark.parametrize("cell", ["=1+2", "+SUM(A1)", "-2+3", "@cmd", "\tx", "\rx"])
 def test_formula_cells_get_an_apostrophe(cell: str) -> None:

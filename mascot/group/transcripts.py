@@ -3,11 +3,23 @@
 from __future__ import annotations
 
 import json
+import re
 from datetime import UTC, datetime
 from typing import Any
 
 from mascot.group.dialogue import Dialogue
 from mascot.group.personas import PersonaPack
+
+# What lets supplied text become a tag, an entity, a link or an image, or end a code span early.
+_MARKDOWN_ACTIVE = re.compile(r"[\\`\[\]]")
+_HTML_ACTIVE = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
+
+
+def md_text(text: object) -> str:
+    """Supplied text (a message, a name, a directive) as inert Markdown: `<`, `>` and `&` become entities,
+    backslashes, backticks and brackets are backslash-escaped; everything else reads as written."""
+    escaped = _MARKDOWN_ACTIVE.sub(lambda m: "\\" + m.group(0), str(text))
+    return "".join(_HTML_ACTIVE.get(ch, ch) for ch in escaped)
 
 
 def to_json(dialogue: Dialogue, pack: PersonaPack | None = None, **extra: Any) -> str:
@@ -33,14 +45,18 @@ def from_json(text: str) -> Dialogue:
 
 
 def to_markdown(dialogue: Dialogue, pack: PersonaPack | None = None, include_directives: bool = True) -> str:
-    """A readable Markdown transcript with speakers and (optionally) the director's directives."""
+    """A readable Markdown transcript with speakers and (optionally) the director's directives.
+
+    Every supplied string goes through `md_text`, so a Markdown viewer shows it as text and runs no tag."""
     lines = ["# MASCOT conversation", ""]
     if pack is not None:
-        lines += [f"Group: **{pack.title}** — " + ", ".join(f"{p.name} ({p.role})" for p in pack.active), ""]
+        roster = ", ".join(f"{md_text(p.name)} ({md_text(p.role)})" for p in pack.active)
+        lines += [f"Group: **{md_text(pack.title)}** — {roster}", ""]
     for t in dialogue.turns:
         if include_directives and t.directive is not None:
-            lines.append(f"> 🎬 *Director → {t.directive.speaker}: {t.directive.action} (tone: {t.directive.tone})*")
+            d = t.directive
+            lines.append(f"> 🎬 *Director → {md_text(d.speaker)}: {md_text(d.action)} (tone: {md_text(d.tone)})*")
             lines.append("")
-        who = "You" if t.is_user else t.speaker
-        lines += [f"**{who}:** {t.text}", ""]
+        who = "You" if t.is_user else md_text(t.speaker)
+        lines += [f"**{who}:** {md_text(t.text)}", ""]
     return "\n".join(lines)
