@@ -41,7 +41,7 @@ def tiny_scorer(personas=("Anchor", "Catalyst", "Beacon")) -> AcceptabilityScore
     """A scorer whose acceptability falls with every fault found (weights on the fault features only)."""
     n = HIDDEN * 2 + 1 + len(FEATURE_NAMES)
     w = np.zeros((n, 3), np.float32)
-    for k, name in enumerate(FEATURE_NAMES[:7]):
+    for k in range(7):  # the fault detectors, in FEATURE_NAMES order
         w[HIDDEN * 2 + 1 + k] = [3.0, 0.0, -3.0]
     return AcceptabilityScorer(w, np.array([0.0, 0.5, 1.0], np.float32),
                                np.zeros(len(personas) * (HIDDEN + 1), np.float32), 0.0, list(personas),

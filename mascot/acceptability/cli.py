@@ -28,6 +28,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--run", default=None)
     p.add_argument("--batch-size", type=int, default=16)
     p.add_argument("--batches-of", type=int, default=400, help="replies per blind labelling file")
+    p.add_argument("--limit", type=int, default=None, help="only the first N openings by id")
     p.add_argument("--output", required=True, type=Path)
     p.add_argument("--no-progress", action="store_true")
     p = sub.add_parser("collect", help="turn sampled replies and labellers' files into the annotation store's import files")
@@ -66,7 +67,8 @@ def main(args: argparse.Namespace) -> int:
 
         pack = load_pack(args.pack)
         draws = [Draw.parse(d) for d in args.draws.split(",") if d.strip()]
-        scenarios = [s for s in load_scenarios(args.scenarios) if s.setting == pack.setting]
+        scenarios = sorted((s for s in load_scenarios(args.scenarios) if s.setting == pack.setting), key=lambda s: s.id)
+        scenarios = scenarios[: args.limit] if args.limit else scenarios
         backend = load_backend("llamacpp", **args.settings.backend_options())
         summary = sample_replies(backend, pack, scenarios, draws, args.output, args.checkpoints_dir, args.run,
                                  args.batch_size, args.batches_of, progress=not args.no_progress)
@@ -81,7 +83,7 @@ def main(args: argparse.Namespace) -> int:
         from mascot.acceptability.report import compare, labelled_replies
 
         rows = labelled_replies(_paths(args.replies), _paths(args.labels))
-        _write(compare(rows), args.output)
+        _write(compare(rows, with_identifiability=True), args.output)
         if args.examples:
             from mascot.acceptability.report import examples_markdown
 

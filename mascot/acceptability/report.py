@@ -40,7 +40,17 @@ def shares(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def compare(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+def identifiability(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Persona identifiability of one system's replies (the evaluation's leave-one-opening-out nearest centroid on
+    MiniLM embeddings)."""
+    from mascot.acceptability.scorer import minilm_encoder, unit
+    from mascot.evaluation.metrics import persona_identifiability
+
+    vecs = unit(minilm_encoder().embed([r["reply"] for r in rows]))
+    return persona_identifiability([r["scenario"] for r in rows], [r["persona"] for r in rows], vecs)
+
+
+def compare(rows: Sequence[dict[str, Any]], with_identifiability: bool = False) -> dict[str, Any]:
     """Per-system shares and pairwise sign tests (key "A vs B": wins of A, losses, ties, two-sided p)."""
     from scipy.stats import binomtest
 
@@ -55,7 +65,11 @@ def compare(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
         p = binomtest(wins, wins + losses, 0.5).pvalue if wins + losses else 1.0
         tests[f"{a} vs {b}"] = {"pairs": len(keys), "wins": wins, "losses": losses, "ties": len(keys) - wins - losses,
                                 "p": round(float(p), 5)}
-    return {"systems": {s: shares([r for r in rows if r["system"] == s]) for s in systems}, "sign_tests": tests}
+    out = {"systems": {s: shares([r for r in rows if r["system"] == s]) for s in systems}, "sign_tests": tests}
+    if with_identifiability:
+        for s in systems:
+            out["systems"][s]["identifiability"] = identifiability([r for r in rows if r["system"] == s])
+    return out
 
 
 def examples_markdown(rows: Sequence[dict[str, Any]], before: str, after: str, n: int = 20) -> str:
