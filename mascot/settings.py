@@ -51,9 +51,9 @@ class Settings:
     judge_model: str = ""
     judge_api_key: str = ""
     judge_cache: str = ""  # default: cache_dir/judge_cache.sqlite
-    replies: str = "fast"  # fast: the first draw | careful: best of `careful_best_of` by the acceptability scorer
+    replies: str = "careful"  # careful: best of `careful_best_of` by the acceptability scorer | fast: the first draw
     careful_best_of: int = 3
-    stems: bool = False  # replies start from their persona's opening words (Persona.stems)
+    stems: bool = True  # replies start from their persona's opening words (Persona.stems)
 
     def __post_init__(self) -> None:
         if self.replies not in REPLY_MODES:

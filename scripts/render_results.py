@@ -197,12 +197,55 @@ def annotation() -> str:
     return f"{out}\n\nSource: {source}."
 
 
+ACCEPT_FILES = ("acceptability_validation.json", "acceptability_fresh.json", "careful_replies.json")
+ACCEPT_SYSTEMS = (("zero-shot", "Zero-Shot"), ("mascot", "shipped speakers"), ("mascot+stems", "shipped + stems"),
+                  ("mascot+best3", "shipped + best of 3"), ("mascot+best3+stems", "shipped + stems + best of 3"))
+
+
+def share_ci(x: dict) -> str:
+    return f"{x['share']:.3f} [{x['ci95'][0]:.3f}, {x['ci95'][1]:.3f}]"
+
+
+def acceptability() -> str:
+    v = load(ACCEPT_FILES[0])
+    sc, jd = v["scorer"]["auc_not_unacceptable"], v["judge_overall"]["auc_not_unacceptable"]
+    head = (f"On the {v['n']} held-out labels the scorer tells not-acceptable replies from the rest with AUC "
+            f"{sc['auc']:.3f} [{sc['ci95'][0]:.3f}, {sc['ci95'][1]:.3f}] (target ≥ 0.85); the offline judge's Overall, "
+            f"{jd['auc']:.3f} [{jd['ci95'][0]:.3f}, {jd['ci95'][1]:.3f}].")
+    out = ""
+    f = load(ACCEPT_FILES[1])
+    rows = []
+    for key, label in ACCEPT_SYSTEMS:
+        s = f["systems"].get(key)
+        if s:
+            rows.append([label, str(s["n"]), *(share_ci(s[k]) for k in ("acceptable", "borderline", "not_acceptable"))])
+    rows.append(["target (default chat)", "", "≥ 0.5", "", "≤ 0.25"])
+    out = head + "\n\n" + table(["fresh openings, labelled blind", "replies", "acceptable", "borderline",
+                                   "not acceptable"], rows)
+    tests = []
+    for a, b, label in (("mascot", "mascot+best3+stems", "stems + best of 3"), ("mascot", "mascot+best3", "best of 3"),
+                        ("mascot+best3", "mascot+best3+stems", "stems, given best of 3")):
+        st = f["sign_tests"].get(f"{a} vs {b}")
+        if st:
+            tests.append(f"{label}: better on {st['losses']}, worse on {st['wins']} of {st['pairs']} replies "
+                         f"(sign test p {fmt_p(st['p'])})")
+    ident = ", ".join(f"{label} {f['systems'][k]['identifiability']['accuracy']:.2f}" for k, label in ACCEPT_SYSTEMS
+                      if k in f["systems"] and "identifiability" in f["systems"][k])
+    out += "\n\nPaired by opening and persona: " + "; ".join(tests) + f". Persona identifiability: {ident}."
+    t = load(ACCEPT_FILES[2])
+    timing = "; ".join(f"best of {r['best_of']}{' + stems' if r['stems'] else ''}: first text {r['first_text_s']['median']} s,"
+                       f" turn {r['turn_s']['median']} s" for r in t["rows"])
+    return (f"{out}\n\nThree-speaker turn on llama.cpp, trained director, medians ({t['machine']['cores']} cores): "
+            f"{timing}. Sources: " + ", ".join(f"`benchmarks/results/{n}`" for n in ACCEPT_FILES) + ".")
+
+
 AREAS: dict[str, Callable[[], str]] = {
     "chat-speed": chat_speed,
     "stage1": stage1,
     "stage2": stage2,
     "safety": safety,
     "annotation": annotation,
+    "acceptability": acceptability,
 }
 
 

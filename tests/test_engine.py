@@ -77,6 +77,15 @@ def test_cli_json_lines():
     assert all(set(x) == {"speaker", "directive", "text"} and x["text"] for x in rows)
 
 
+def test_cli_careful_replies_with_the_shipped_scorer():
+    r = _cli("--message", "My dog died this morning.", "--backend", "fake", "--mode", "round-robin", "--json",
+             "--replies", "careful", "--best-of", "2", "--stems")
+    assert r.returncode == 0, r.stderr
+    assert [json.loads(line)["speaker"] for line in r.stdout.splitlines()] == ["Anchor", "Catalyst", "Beacon"]
+    r = _cli("--message", "hi", "--backend", "fake", "--replies", "careful", "--best-of", "9")
+    assert r.returncode == 2 and "from 1 to 8" in r.stderr and "Traceback" not in r.stderr
+
+
 def test_cli_errors_are_one_clear_line():
     r = _cli("--message", "hi", "--backend", "nope")
     assert r.returncode == 2 and "Valid backend names: auto, fake, llamacpp, openai, transformers, vllm" in r.stderr

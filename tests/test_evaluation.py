@@ -163,6 +163,10 @@ def test_eval_run_end_to_end_on_fake_backend(tmp_path: Path, tiny_scenarios: Pat
     div = systems["zero-shot"]["diversity"]["all"]
     assert 0 < div["distinct_1"] <= 1 and div["self_bleu"] is not None and div["embed_sim"] is not None
     assert systems["zero-shot-no-persona"]["diversity"]["all"]["self_bleu"] is None
+    # The shipped acceptability scorer's expected shares sit beside the judge's criteria, per persona and Overall.
+    for row in (overall, table["all"]["Anchor"]):
+        assert 0 <= row["acceptable"]["mean"] <= 100 and 0 <= row["unacceptable"]["mean"] <= 100
+    assert {a["persona"] for a in fs[0]["acceptability"]} == {"Anchor", "Catalyst", "Beacon"}
 
     # Files: JSON, CSV and a Markdown table in the paper's layout.
     saved = json.loads(Path(results["outputs"]["json"]).read_text())
@@ -170,7 +174,7 @@ def test_eval_run_end_to_end_on_fake_backend(tmp_path: Path, tiny_scenarios: Pat
     rows = list(csv.DictReader(Path(results["outputs"]["csv"]).open()))
     assert {r["metric"] for r in rows} >= {"emotion", "empathy", "consistency", "relevance", "contribution", "overall", "self_bleu"}
     md = Path(results["outputs"]["markdown"]).read_text()
-    assert "| System | Emotion | Empathy | Consistency | Relevance | Contribution | Overall |" in md
+    assert "| System | Emotion | Empathy | Consistency | Relevance | Contribution | Overall | Acceptable % | Not acceptable % |" in md
     assert "### positive (1 scenarios)" in md and "| MASCOT |" in md and "SFT: skipped" in md
 
 

@@ -36,11 +36,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--replies", choices=("fast", "careful"), default=None,
                    help="fast: the first draw; careful: the best of N draws by the acceptability scorer "
-                        "(default: MASCOT_REPLIES, else fast)")
+                        "(default: MASCOT_REPLIES, else careful)")
     p.add_argument("--best-of", type=int, default=None,
                    help="draws per turn for careful replies, 1 to 8 (default: MASCOT_CAREFUL_BEST_OF, else 3)")
     p.add_argument("--stems", action=argparse.BooleanOptionalAction, default=None,
-                   help="start replies from the persona's opening words (default: MASCOT_STEMS, else off)")
+                   help="start replies from the persona's opening words (default: MASCOT_STEMS, else on)")
     p.add_argument("--json", action="store_true", help="print one JSON object per turn")
 
 
