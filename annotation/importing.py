@@ -11,8 +11,10 @@ import csv
 import json
 import secrets
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
@@ -21,8 +23,10 @@ from annotation.errors import ImportValidationError, InvalidInput
 from annotation.models import CRITERIA, Annotator, Assignment, Item, Judgment, System, utcnow
 from annotation.pairs import parse_pair
 from annotation.quality import find_system_mentions, is_too_fast
-from annotation.schemas import ExternalJudgment, PairItem, Ratings
+from annotation.schemas import ExternalJudgment, Ratings
 from annotation.store import StudyStore
+
+T = TypeVar("T")
 
 JUDGMENT_REQUIRED = ("item_id", "annotator", "choice")
 JUDGMENT_OPTIONAL = ("comment", "seconds", "left_system") + tuple(f"{c}_{s}" for c in CRITERIA for s in "ab")
@@ -39,31 +43,37 @@ class ImportReport:
     warnings: list[str] = field(default_factory=list)
 
 
-def import_pairs(store: StudyStore, *, study_id: str, path: str | Path) -> ImportReport:
-    """Validate every line of a pairs JSONL file, then add all its items in one transaction."""
+def parse_lines(path: str | Path, parse: Callable[[str], T], id_of: Callable[[T], str], what: str) -> list[tuple[int, T]]:
+    """Parse every non-blank line of a JSONL file (`parse` raises ValueError for a bad one), refusing duplicate ids;
+    raises one ImportValidationError listing every bad line, so an import stores all lines or none."""
     problems: list[tuple[int, str]] = []
-    parsed: list[tuple[int, PairItem]] = []
+    parsed: list[tuple[int, T]] = []
     seen: dict[str, int] = {}
     with open(path, encoding="utf-8") as fh:
         for number, line in enumerate(fh, start=1):
             if not line.strip():
                 continue
             try:
-                item = parse_pair(line)
+                row = parse(line)
             except ValueError as exc:
                 problems.append((number, str(exc)))
                 continue
-            if item.item_id in seen:
-                problems.append(
-                    (number, f"duplicate id {item.item_id!r} (first on line {seen[item.item_id]})")
-                )
+            key = id_of(row)
+            if key in seen:
+                problems.append((number, f"duplicate id {key!r} (first on line {seen[key]})"))
                 continue
-            seen[item.item_id] = number
-            parsed.append((number, item))
+            seen[key] = number
+            parsed.append((number, row))
     if not parsed and not problems:
-        problems.append((1, "the file has no pairs"))
+        problems.append((1, f"the file has no {what}"))
     if problems:
         raise ImportValidationError(str(path), problems)
+    return parsed
+
+
+def import_pairs(store: StudyStore, *, study_id: str, path: str | Path) -> ImportReport:
+    """Validate every line of a pairs JSONL file, then add all its items in one transaction."""
+    parsed = parse_lines(path, parse_pair, lambda item: item.item_id, "pairs")
 
     def run(session: Session) -> ImportReport:
         study = store.study_row(session, study_id, lock=True)

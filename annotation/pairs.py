@@ -39,14 +39,20 @@ def _side(raw: Any, key: str) -> PairSide:
     return PairSide(system.strip(), tuple(_turn(t) for t in turns))
 
 
-def parse_pair(line: str) -> PairItem:
-    """Parse one JSONL line into a `PairItem`; raises ValueError saying what is wrong."""
+def json_object(line: str) -> dict[str, Any]:
+    """One JSONL line as a JSON object; raises ValueError saying what is wrong."""
     try:
         raw = json.loads(line)
     except json.JSONDecodeError as exc:
         raise ValueError(f"not valid JSON ({exc.msg} at column {exc.colno})") from exc
     if not isinstance(raw, dict):
         raise ValueError("each line must be one JSON object")
+    return raw
+
+
+def parse_pair(line: str) -> PairItem:
+    """Parse one JSONL line into a `PairItem`; raises ValueError saying what is wrong."""
+    raw = json_object(line)
     unknown = set(raw) - PAIR_KEYS
     if unknown:
         raise ValueError(

@@ -19,6 +19,7 @@ import pandas as pd
 
 from annotation.errors import ImportValidationError
 from annotation.exporting import csv_safe
+from annotation.pairs import json_object
 from annotation.reply_labels import ReplyLabelValues, check_label
 from annotation.schemas import Turn
 from annotation.store import _clean_annotator
@@ -92,12 +93,7 @@ def _context(raw: Any) -> tuple[Turn, ...]:
 
 def parse_reply_item(line: str) -> ReplyItemRow:
     """Parse one JSONL line of a reply items file; raises ValueError naming the bad field."""
-    try:
-        raw = json.loads(line)
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"not valid JSON ({exc.msg} at column {exc.colno})") from exc
-    if not isinstance(raw, dict):
-        raise ValueError("each line must be one JSON object")
+    raw = json_object(line)
     unknown = set(raw) - set(ITEM_KEYS)
     missing = [k for k in ITEM_REQUIRED if k not in raw]
     if unknown or missing:

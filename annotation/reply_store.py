@@ -17,12 +17,11 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from annotation.errors import ImportValidationError, InvalidInput, StudyClosed
-from annotation.importing import ImportReport
+from annotation.importing import ImportReport, parse_lines
 from annotation.models import ReplyItem, ReplyLabel
 from annotation.quality import find_system_mentions
 from annotation.reply_files import (
     LABEL_ROW_COLUMNS,
-    ReplyItemRow,
     parse_label_row,
     parse_reply_item,
     read_label_rows,
@@ -31,34 +30,9 @@ from annotation.reply_labels import check_label
 from annotation.store import StudyStore, _clean_annotator
 
 
-def _read_items(path: str | Path) -> list[tuple[int, ReplyItemRow]]:
-    problems: list[tuple[int, str]] = []
-    parsed: list[tuple[int, ReplyItemRow]] = []
-    seen: dict[str, int] = {}
-    with open(path, encoding="utf-8") as fh:
-        for number, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                row = parse_reply_item(line)
-            except ValueError as exc:
-                problems.append((number, str(exc)))
-                continue
-            if row.item_id in seen:
-                problems.append((number, f"duplicate id {row.item_id!r} (first on line {seen[row.item_id]})"))
-                continue
-            seen[row.item_id] = number
-            parsed.append((number, row))
-    if not parsed and not problems:
-        problems.append((1, "the file has no reply items"))
-    if problems:
-        raise ImportValidationError(str(path), problems)
-    return parsed
-
-
 def import_reply_items(store: StudyStore, study_id: str, path: str | Path) -> ImportReport:
     """Validate every line of a reply items JSONL file, then add all of them in one transaction."""
-    parsed = _read_items(path)
+    parsed = parse_lines(path, parse_reply_item, lambda row: row.item_id, "reply items")
 
     def run(session: Session) -> ImportReport:
         study = store.study_row(session, study_id, lock=True)
