@@ -47,7 +47,8 @@ def start_warm_up(engine: Engine, settings: Settings) -> None:
 
     def run() -> None:
         try:
-            log.info("warm-up took %.1f s", engine.warm_up(load_pack(settings.pack), settings.mode))
+            log.info("warm-up took %.1f s", engine.warm_up(load_pack(settings.pack), settings.mode,
+                                                                      settings.replies))
         except Exception as exc:  # noqa: BLE001 - a failed warm-up only costs the first user time
             log.warning("warm-up failed (%s: %s); the first turn will load what it needs", type(exc).__name__, exc)
 

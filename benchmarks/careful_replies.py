@@ -30,7 +30,8 @@ def run(engine: Engine, pack, best_of: int, messages: list[str], stems: bool) ->
     engine.careful_best_of = best_of
     group = engine.group(pack.active, "trained", replies="careful" if best_of > 1 else "fast", stems=stems)
     first, total, accept, flagged = [], [], [], 0
-    scorer = engine.selector()[0].scorer if engine.selector()[0] else None
+    selector = engine.selector()[0]
+    scorer = selector.scorer if selector is not None else None
     for k, text in enumerate(messages):
         d = Dialogue()
         t0 = time.perf_counter()
@@ -65,8 +66,7 @@ def main() -> None:
     t = time.perf_counter()
     engine = Engine.load(EngineConfig(backend="llamacpp", checkpoints_dir=str(ROOT / "checkpoints")))
     load_s = time.perf_counter() - t
-    warm_s = engine.warm_up(pack, "trained")
-    engine.selector()
+    warm_s = engine.warm_up(pack, "trained", replies="careful")
     rows = []
     for n in [int(x) for x in args.best_of.split(",")]:
         for stems in ([False, True] if args.stems else [False]):

@@ -118,3 +118,6 @@ def test_warm_up_primes_each_speaker_and_the_director_and_logs_nothing(monkeypat
     assert len({c.messages[0]["content"] for c in primed}) == len(pack.active)  # each persona's own prompt
     assert backend.score_calls  # the director scored its options once
     assert events.tier_counts("input") == {} and events.tier_counts("output") == {}
+    assert engine._selector is None  # fast replies never load the acceptability scorer
+    engine.warm_up(pack, "prompted", replies="careful")
+    assert engine._selector is not None and engine._selector[0] is not None  # careful replies: loaded at warm-up

@@ -131,9 +131,10 @@ class Engine:
             log.warning(msg)
             return [msg]
 
-    def warm_up(self, pack: PersonaPack, mode: str = "trained") -> float:
+    def warm_up(self, pack: PersonaPack, mode: str = "trained", replies: str = "fast") -> float:
         """Pay the first chat turn's one-off costs now: the safety classifiers, each speaker's cached persona
-        prompt and the director's scoring prompt. Nothing is logged. Returns the seconds it took.
+        prompt, the director's scoring prompt and, for careful replies, the acceptability scorer. Nothing is
+        logged. Returns the seconds it took.
 
         On the llamacpp backend this takes the first turn's first token from seconds to under half a second."""
         import time
@@ -156,6 +157,9 @@ class Engine:
             self.backend.generate([msgs], GenerationParams(max_new_tokens=1, temperature=0.0),
                                   adapter=group.speaker.adapter_for(persona))
         group.director.decide(DirectorState(dialogue, pack.active, 0))
+        selector = self.selector()[0] if replies == "careful" else None
+        if selector is not None:
+            selector.scorer.score(dialogue, pack.active[0].name, ["That sounds hard. I am here with you."])
         return time.perf_counter() - t
 
     def selector(self):  # type: ignore[no-untyped-def]
