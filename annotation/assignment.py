@@ -5,6 +5,8 @@ Rules (all evaluated inside the caller's write transaction, so concurrent reques
 - an annotator never gets the same item twice (also a unique constraint on assignments);
 - a hold expires after the study's `hold_minutes`; expired holds stop counting and the item returns to
   the pool; if the holder comes back and the slot is still free, the hold is renewed instead;
+- an annotator who has not finished a task yet holds for at most NEWCOMER_HOLD_MINUTES, so ids opened and
+  left (or opened by a script) free their slots soon;
 - attention-check items are mixed in so that they make up `attention_rate` of each annotator's tasks;
 - left/right order is a keyed coin per (annotator, item), stored on the assignment.
 """
@@ -25,6 +27,9 @@ from sqlalchemy.orm import Session
 
 from annotation.models import Annotator, Assignment, Item, Study
 from annotation.schemas import Progress
+
+# Longest hold of an annotator with no finished task (a first task takes a few minutes to read and judge).
+NEWCOMER_HOLD_MINUTES = 10.0
 
 
 def order_coin(secret: str, annotator: str, item_external_id: str) -> bool:
@@ -179,13 +184,14 @@ def acquire(
 
     Must run in a write transaction (SQLite: BEGIN IMMEDIATE; PostgreSQL: the study row is locked).
     """
-    hold = timedelta(minutes=study.hold_minutes)
     # One small query gives both the tally and any held task (an annotator has at most a few dozen).
     mine = session.execute(
         select(Assignment.id, Assignment.status, Item.is_attention)
         .join(Item, Item.id == Assignment.item_id)
         .where(Assignment.annotator_id == annotator.id, Assignment.status != "released")
     ).all()
+    newcomer = not any(status == "done" for _, status, _ in mine)
+    hold = timedelta(minutes=min(study.hold_minutes, NEWCOMER_HOLD_MINUTES) if newcomer else study.hold_minutes)
     released: set[int] = set()
     held_ids = [i for i, status, _ in mine if status == "held"]
     if held_ids:
@@ -240,3 +246,20 @@ def acquire(
     t = Tally(t.done, t.taken + 1, t.attention_taken + is_check)
     total = estimate_total(study, t, remaining - (not is_check), checks - is_check)
     return assignment, Progress(done=t.done, total=max(total, t.taken))
+
+
+def why_finished(session: Session, *, study: Study, annotator_id: int, done: int) -> str:
+    """Why `acquire` gave this annotator nothing (a FINISH_REASONS value): "done" once they finished a task;
+    otherwise "closed", "busy" (items they could take are held by others, whose holds may lapse) or "full"."""
+    if done > 0:
+        return "done"
+    if not study.is_open:
+        return "closed"
+    seen = select(Assignment.item_id).where(Assignment.annotator_id == annotator_id)
+    open_items = session.scalar(
+        select(func.count()).where(
+            Item.study_id == study.id, Item.is_attention.is_(False), Item.n_done < study.annotators_per_item,
+            Item.id.not_in(seen),
+        )
+    )
+    return "busy" if open_items else "full"

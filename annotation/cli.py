@@ -1,6 +1,6 @@
 """Command line for pairwise studies: `python -m annotation --db URL COMMAND ...`.
 
-Commands: list-studies, create-study, import-pairs, import-judgments, overview, open/close,
+Commands: list-studies, create-study, link, import-pairs, import-judgments, overview, open/close,
 release-annotator, export, export-preferences, stats; for single replies rated on their own:
 import-replies, import-reply-labels, export-reply-labels, reply-stats (`annotation.reply_cli`).
 User errors print one line and exit with status 2.
@@ -19,6 +19,7 @@ from typing import TextIO
 from annotation.errors import InvalidInput
 from annotation.exporting import export_judgments, export_preferences
 from annotation.frames import load_judgments
+from annotation.identity import study_link
 from annotation.importing import import_judgments, import_pairs
 from annotation.plots import save_preference_chart
 from annotation.reply_cli import REPLY_COMMANDS, add_reply_commands, run_reply_command
@@ -62,6 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--study")
     for name in ("overview", "open", "close"):
         sub.add_parser(name, help=f"{name} a study").add_argument("--study")
+    sub.add_parser("link", help="print the annotator link to share (it carries the study's key)").add_argument("--study")
     p = sub.add_parser("release-annotator", help="let an annotator id start again in a new browser")
     p.add_argument("annotator", help="the annotator id (e.g. a Prolific ID) that lost its browser")
     p.add_argument("--study")
@@ -81,6 +83,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--bootstrap", type=int, default=200, help="Bradley-Terry bootstrap rounds")
     add_reply_commands(sub)
     return parser
+
+
+def annotator_link(store: StudyStore, study_id: str, annotator: str = "ANNOTATOR_ID") -> str:
+    return study_link("http://HOST:PORT/annotate/", study_id, store.link_key(study_id=study_id), annotator)
 
 
 def _study_id(store: StudyStore, given: str | None) -> str:
@@ -128,7 +134,8 @@ def run(args: argparse.Namespace, out: TextIO) -> None:
                 )
             )
             print(
-                f"Created study {config.id!r}. Import pairs with: import-pairs FILE.jsonl --study {config.id}",
+                f"Created study {config.id!r}. Import pairs with: import-pairs FILE.jsonl --study {config.id}\n"
+                f"Annotator link: {annotator_link(store, config.id)}",
                 file=out,
             )
             return
@@ -145,6 +152,9 @@ def run(args: argparse.Namespace, out: TextIO) -> None:
             )
             for warning in report.warnings:
                 print(f"warning: {warning}", file=out)
+        elif args.command == "link":
+            print(annotator_link(store, study_id), file=out)
+            print(f"Prolific: {annotator_link(store, study_id, '{{%PROLIFIC_PID%}}')}", file=out)
         elif args.command == "overview":
             print(json.dumps(store.overview(study_id=study_id).__dict__, indent=2), file=out)
         elif args.command in ("open", "close"):
@@ -155,8 +165,8 @@ def run(args: argparse.Namespace, out: TextIO) -> None:
         elif args.command == "release-annotator":
             if not store.release_annotator(study_id=study_id, annotator=args.annotator):
                 raise InvalidInput(f"No annotator {args.annotator!r} in study {study_id!r}; check the id.")
-            print(f"Released {args.annotator!r}: the next browser that opens the study link under this id "
-                  "takes it over.", file=out)
+            print(f"Released {args.annotator!r}: the next browser that opens the study's full link under this id "
+                  "takes it over and continues where it stopped.", file=out)
         elif args.command == "export":
             with _output(args.output) as fh:
                 n = export_judgments(store, study_id=study_id, fmt=args.format, out=fh)

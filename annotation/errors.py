@@ -13,6 +13,10 @@ class StudyNotFound(AnnotationError, LookupError):
     """A study id (or an assignment token) does not exist in the database."""
 
 
+class LinkKeyInvalid(StudyNotFound):
+    """A new annotator id came without the study's link key (or with a wrong one); shown like an unknown study."""
+
+
 class StudyClosed(AnnotationError):
     """The study is closed, so it hands out no new items."""
 

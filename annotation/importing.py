@@ -20,6 +20,7 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from annotation.errors import ImportValidationError, InvalidInput
+from annotation.identity import annotator_key, clean_annotator
 from annotation.models import CRITERIA, Annotator, Assignment, Item, Judgment, System, utcnow
 from annotation.pairs import parse_pair
 from annotation.quality import find_system_mentions, is_too_fast
@@ -142,9 +143,7 @@ def _judgment_row(row: dict[str, str], item: Item | None, names: dict[int, str])
     """Validate one CSV row against its item; raises ValueError saying what is wrong."""
     if item is None:
         raise ValueError(f"item_id {row.get('item_id')!r} is not in this study; import its pair first")
-    annotator = (row.get("annotator") or "").strip()
-    if not annotator or len(annotator) > 200:
-        raise ValueError("annotator must be 1-200 characters")
+    annotator = clean_annotator(row.get("annotator") or "")
     sides = {names[item.system_a_id].casefold(): "a", names[item.system_b_id].casefold(): "b"}
     raw = (row.get("choice") or "").strip()
     choice = sides.get(raw.casefold()) or CHOICE_ALIASES.get(raw.casefold())
@@ -208,12 +207,11 @@ def import_judgments(store: StudyStore, *, study_id: str, path: str | Path) -> I
         study = store.study_row(session, study_id, lock=True)
         items = {i.external_id: i for i in session.scalars(select(Item).where(Item.study_id == study.id))}
         names = {s.id: s.name for s in session.scalars(select(System).where(System.study_id == study.id))}
-        people = {
-            a.external_id: a for a in session.scalars(select(Annotator).where(Annotator.study_id == study.id))
-        }
+        # By identity (annotation.identity): ALICE in the file is the alice already in the study.
+        people = {a.match_key: a for a in session.scalars(select(Annotator).where(Annotator.study_id == study.id))}
         taken = set(
             session.execute(
-                select(Item.external_id, Annotator.external_id)
+                select(Item.external_id, Annotator.match_key)
                 .join(Judgment, Judgment.item_id == Item.id)
                 .join(Annotator, Annotator.id == Judgment.annotator_id)
                 .where(Judgment.study_id == study.id)
@@ -227,26 +225,27 @@ def import_judgments(store: StudyStore, *, study_id: str, path: str | Path) -> I
             except (ValueError, InvalidInput) as exc:
                 problems.append((line, str(exc)))
                 continue
-            if (j.item_id, j.annotator) in taken:
+            if (j.item_id, annotator_key(j.annotator)) in taken:
                 problems.append((line, f"annotator {j.annotator!r} already judged item {j.item_id!r}"))
                 continue
-            taken.add((j.item_id, j.annotator))
+            taken.add((j.item_id, annotator_key(j.annotator)))
             valid.append(j)
         if problems:
             raise ImportValidationError(str(path), problems)
         now = utcnow()
         for j in valid:
             item = items[j.item_id]
-            if j.annotator not in people:
-                people[j.annotator] = Annotator(study_id=study.id, external_id=j.annotator, created_at=now)
-                session.add(people[j.annotator])
+            key = annotator_key(j.annotator)
+            if key not in people:
+                people[key] = Annotator(study_id=study.id, external_id=j.annotator, match_key=key, created_at=now)
+                session.add(people[key])
                 session.flush()
             a_left = None if j.left_side is None else j.left_side == "a"
             held = Assignment(
                 token=secrets.token_hex(16),
                 study_id=study.id,
                 item_id=item.id,
-                annotator_id=people[j.annotator].id,
+                annotator_id=people[key].id,
                 a_on_left=a_left,
                 status="done",
                 served_at=now,

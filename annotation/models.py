@@ -60,6 +60,8 @@ class Study(Base):
     completion_code: Mapped[str | None] = mapped_column(String(100), nullable=True)
     # Secret salt for the per-(annotator, item) left/right coin: unpredictable but stable.
     order_secret: Mapped[str] = mapped_column(String(64))
+    # Secret part of the annotator link (`&key=...`): a new annotator id is admitted only with it.
+    link_key: Mapped[str] = mapped_column(String(64))
     is_open: Mapped[bool] = mapped_column(Boolean, default=True)
     created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
 
@@ -119,12 +121,17 @@ class Annotator(Base):
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     study_id: Mapped[str] = mapped_column(ForeignKey("studies.id", ondelete="CASCADE"))
-    external_id: Mapped[str] = mapped_column(String(200))
+    external_id: Mapped[str] = mapped_column(String(200))  # NFKC-normalised and trimmed, as first seen
+    # The id's identity (`annotation.identity.annotator_key`): ALICE, alice and the full-width ａｌｉｃｅ share it.
+    match_key: Mapped[str] = mapped_column(String(200))
     created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
     # SHA-256 of the key the server issued to the first browser session using this id (None: unbound).
     session_key: Mapped[str | None] = mapped_column(String(64), nullable=True)
 
-    __table_args__ = (UniqueConstraint("study_id", "external_id", name="uq_annotators_study_external"),)
+    __table_args__ = (
+        UniqueConstraint("study_id", "external_id", name="uq_annotators_study_external"),
+        UniqueConstraint("study_id", "match_key", name="uq_annotators_study_match_key"),
+    )
 
 
 class Assignment(Base):

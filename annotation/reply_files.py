@@ -19,10 +19,10 @@ import pandas as pd
 
 from annotation.errors import ImportValidationError
 from annotation.exporting import csv_safe
+from annotation.identity import clean_annotator
 from annotation.pairs import json_object
 from annotation.reply_labels import ReplyLabelValues, check_label
 from annotation.schemas import Turn
-from annotation.store import _clean_annotator
 
 ITEM_REQUIRED = ("id", "context", "persona", "persona_role", "reply", "system")
 ITEM_KEYS = ITEM_REQUIRED + ("meta",)
@@ -123,7 +123,7 @@ def parse_label_row(raw: dict[str, Any]) -> LabelRow:
     if isinstance(annotator, int) and not isinstance(annotator, bool):
         annotator = str(annotator)
     values = check_label(raw.get("acceptability"), raw.get("persona_fit"), raw.get("faults"), raw.get("comment"))
-    return LabelRow(_item_id(raw.get("id")), _clean_annotator(annotator), values)  # type: ignore[arg-type]
+    return LabelRow(_item_id(raw.get("id")), clean_annotator(annotator), values)  # type: ignore[arg-type]
 
 
 def _header_problem(header: list[str]) -> str | None:

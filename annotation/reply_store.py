@@ -9,6 +9,7 @@ here hands it to an annotator. File formats: `annotation.reply_files`; vocabular
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
@@ -17,6 +18,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from annotation.errors import ImportValidationError, InvalidInput, StudyClosed
+from annotation.identity import annotator_key, clean_annotator
 from annotation.importing import ImportReport, parse_lines
 from annotation.models import ReplyItem, ReplyLabel
 from annotation.quality import find_system_mentions
@@ -27,7 +29,20 @@ from annotation.reply_files import (
     read_label_rows,
 )
 from annotation.reply_labels import check_label
-from annotation.store import StudyStore, _clean_annotator
+from annotation.store import StudyStore
+
+
+def _spellings(session: Session, study_id: str) -> dict[str, str]:
+    """Identity (`annotator_key`) -> the spelling a study's labels store it under (the first one seen), so that
+    `ALICE` and `alice` label as one annotator."""
+    names = session.scalars(
+        select(ReplyLabel.annotator).where(ReplyLabel.study_id == study_id).group_by(ReplyLabel.annotator)
+        .order_by(func.min(ReplyLabel.id))
+    )
+    spellings: dict[str, str] = {}
+    for name in names:
+        spellings.setdefault(annotator_key(name), name)
+    return spellings
 
 
 def import_reply_items(store: StudyStore, study_id: str, path: str | Path) -> ImportReport:
@@ -83,8 +98,9 @@ def import_reply_labels(store: StudyStore, study_id: str, path: str | Path) -> I
         items = {
             i.external_id: i for i in session.scalars(select(ReplyItem).where(ReplyItem.study_id == study.id))
         }
+        spellings = _spellings(session, study.id)
         taken = {
-            (external, annotator): "in the database"
+            (external, annotator_key(annotator)): "in the database"
             for external, annotator in session.execute(
                 select(ReplyItem.external_id, ReplyLabel.annotator)
                 .join(ReplyLabel, ReplyLabel.item_id == ReplyItem.id)
@@ -105,7 +121,8 @@ def import_reply_labels(store: StudyStore, study_id: str, path: str | Path) -> I
                            "with import-replies")
                 )
                 continue
-            key = (label.item_id, label.annotator)
+            label = replace(label, annotator=spellings.setdefault(annotator_key(label.annotator), label.annotator))
+            key = (label.item_id, annotator_key(label.annotator))
             if key in taken:
                 problems.append(
                     (line, f"annotator {label.annotator!r} already labelled item {label.item_id!r} ({taken[key]}); "
@@ -156,7 +173,7 @@ def add_reply_label(
         StudyClosed: the study is closed.
     """
     values = check_label(acceptability, persona_fit, faults, comment)
-    who = _clean_annotator(annotator)
+    identity = annotator_key(annotator)
 
     def run(session: Session) -> int:
         study = store.study_row(session, study_id, lock=True)
@@ -167,10 +184,9 @@ def add_reply_label(
         ).first()
         if item is None:
             raise InvalidInput(f"No reply item {item_id!r} in study {study_id!r}; check the item id.")
-        done = session.scalar(
-            select(ReplyLabel.id).where(ReplyLabel.item_id == item.id, ReplyLabel.annotator == who)
-        )
-        if done is not None:
+        who = _spellings(session, study.id).get(identity, clean_annotator(annotator))
+        labelled = session.scalars(select(ReplyLabel.annotator).where(ReplyLabel.item_id == item.id))
+        if any(annotator_key(name) == identity for name in labelled):
             raise InvalidInput(f"Annotator {who!r} already labelled reply item {item_id!r}; each labels it once.")
         label = ReplyLabel(
             item_id=item.id,
@@ -191,7 +207,7 @@ def add_reply_label(
         return store.write(run)
     except IntegrityError:  # a concurrent identical label won the unique constraint
         raise InvalidInput(
-            f"Annotator {who!r} already labelled reply item {item_id!r}; each labels it once."
+            f"Annotator {clean_annotator(annotator)!r} already labelled reply item {item_id!r}; each labels it once."
         ) from None
 
 

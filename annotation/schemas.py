@@ -134,12 +134,18 @@ class Task:
     instructions: str = ""
 
 
+# Why an annotator got no task (`Finished.reason`): their work is done; every item has its judgments or was
+# already judged by them ("full"); the open slots are held by others for now ("busy"); or the study is closed.
+FINISH_REASONS: tuple[str, ...] = ("done", "full", "busy", "closed")
+
+
 @dataclass(frozen=True)
 class Finished:
-    """Returned instead of a task when the annotator has nothing left to do."""
+    """Returned instead of a task when the annotator has nothing left to do (`reason`: one of FINISH_REASONS)."""
 
     progress: Progress
     completion_code: str | None = None
+    reason: str = "done"
 
 
 @dataclass(frozen=True)

@@ -7,11 +7,8 @@ Open with `StudyStore("sqlite:///data/annotation.db")`; the schema is migrated o
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import secrets
 import time
-import unicodedata
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
@@ -24,7 +21,14 @@ from sqlalchemy.orm import Session, sessionmaker
 from annotation import assignment as assign
 from annotation.blind import blind_task
 from annotation.db import WriteGate, open_database, writer
-from annotation.errors import AnnotatorInUse, HoldExpired, InvalidInput, StudyClosed, StudyNotFound
+from annotation.errors import HoldExpired, InvalidInput, StudyClosed, StudyNotFound
+from annotation.identity import (
+    MAX_ANNOTATOR_CHARS,
+    annotator_key,
+    check_link_key,
+    check_session_key,
+    clean_annotator,
+)
 from annotation.models import Annotator, Assignment, Judgment, Study, System, utcnow
 from annotation.monitoring import study_overview
 from annotation.schemas import (
@@ -39,12 +43,7 @@ from annotation.schemas import (
 from annotation.voting import HOLD_EXPIRED_MESSAGE, Vote, check_choice, check_comment, record_vote
 
 T = TypeVar("T")
-MAX_ANNOTATOR_CHARS = 200
-ANNOTATOR_IN_USE_MESSAGE = (
-    "This annotator ID is already in use in another browser session, so this session may not answer "
-    "under it. If it is yours, continue in the browser where you started; otherwise check the ID you "
-    "typed. If you lost that browser, ask the researcher to release your ID."
-)
+__all__ = ["MAX_ANNOTATOR_CHARS", "StudyStore"]
 Clock = Callable[[], datetime]
 
 
@@ -63,29 +62,11 @@ def _config(study: Study) -> StudyConfig:
     )
 
 
-def _clean_annotator(annotator: str) -> str:
-    value = (annotator or "").strip() if isinstance(annotator, str) else ""
-    if not value or len(value) > MAX_ANNOTATOR_CHARS or any(unicodedata.category(ch)[0] == "C" for ch in value):
-        shown = repr(value[:40]) + ("…" if len(value) > 40 else "")
-        raise InvalidInput(
-            f"Invalid annotator id {shown}: give 1-{MAX_ANNOTATOR_CHARS} printable characters, e.g. your "
-            "Prolific ID (the ?annotator=... part of the study link)."
-        )
-    return value
-
-
-def _key_hash(session_key: str) -> str:
-    return hashlib.sha256(session_key.encode()).hexdigest()
-
-
-def _check_key(person: Annotator, session_key: str | None) -> None:
-    """Bind an unbound annotator to `session_key`; refuse a different key (another browser session)."""
-    if session_key is None:
-        return
-    if person.session_key is None:
-        person.session_key = _key_hash(session_key)
-    elif not hmac.compare_digest(person.session_key, _key_hash(session_key)):
-        raise AnnotatorInUse(ANNOTATOR_IN_USE_MESSAGE)
+def _person(session: Session, study_id: str, key: str) -> Annotator | None:
+    """The annotator of `study_id` whose id has identity `key` (see `annotation.identity`)."""
+    return session.scalars(
+        select(Annotator).where(Annotator.study_id == study_id, Annotator.match_key == key)
+    ).first()
 
 
 class StudyStore:
@@ -167,6 +148,7 @@ class StudyStore:
                 items_per_annotator=config.items_per_annotator,
                 completion_code=config.completion_code,
                 order_secret=secrets.token_hex(16),
+                link_key=secrets.token_urlsafe(12),
                 is_open=config.is_open,
                 created_at=self._clock(),
             )
@@ -196,6 +178,11 @@ class StudyStore:
         with self.reading() as session:
             return [_config(s) for s in session.scalars(select(Study).order_by(Study.created_at, Study.id))]
 
+    def link_key(self, *, study_id: str) -> str:
+        """The study's link key, the `key=` part of the annotator link (researcher side only)."""
+        with self.reading() as session:
+            return self.study_row(session, study_id).link_key
+
     def systems(self, *, study_id: str) -> list[str]:
         """Names of the systems compared in a study (researcher side only)."""
         with self.reading() as session:
@@ -204,25 +191,29 @@ class StudyStore:
             )
 
     # ---- annotator flow -----------------------------------------------------------------------
-    def next_task(self, *, study_id: str, annotator: str, session_key: str | None = None) -> Task | Finished:
+    def next_task(
+        self, *, study_id: str, annotator: str, session_key: str | None = None, link_key: str | None = None
+    ) -> Task | Finished:
         """The annotator's current task (same one after a reload), a new one, or `Finished`.
 
-        `session_key` is the key the server issued to this browser session (the annotator page always
-        gives one): the first key used with an annotator id is bound to it, and a different key is
-        refused with AnnotatorInUse, so a second browser cannot act under the same id.
+        `session_key` identifies the browser (the annotator page always gives one): the first key used with an
+        annotator id is bound to it, and a different key is refused with AnnotatorInUse, so a second browser
+        cannot act under the same id. `link_key` is the `key=` of the link the page was opened with (the page
+        always gives one, "" when absent): a new or released id is admitted only with the study's key, else
+        LinkKeyInvalid. None for either skips its check (the CLI and the Python API are trusted).
         """
-        external = _clean_annotator(annotator)
-        return self.write(lambda session: self._serve(session, study_id, external, self._clock(),
-                                                      session_key=session_key))
+        key = annotator_key(annotator)
+        return self.write(lambda session: self._serve(session, study_id, annotator, self._clock(), key=key,
+                                                      session_key=session_key, link_key=link_key))
 
     def release_annotator(self, *, study_id: str, annotator: str) -> bool:
-        """Forget the session key bound to an annotator id (they lost their browser); False if unknown."""
-        external = _clean_annotator(annotator)
+        """Forget the browser bound to an annotator id (they lost it); False if the study has no such id.
+
+        The next browser that opens the study's full link under this id takes it over and resumes its held task."""
+        key = annotator_key(annotator)
 
         def run(session: Session) -> bool:
-            person = session.scalars(
-                select(Annotator).where(Annotator.study_id == study_id, Annotator.external_id == external)
-            ).first()
+            person = _person(session, self.study_row(session, study_id).id, key)
             if person is None:
                 return False
             person.session_key = None
@@ -231,30 +222,26 @@ class StudyStore:
         return self.write(run)
 
     def _serve(
-        self, session: Session, study_id: str, external: str, now: datetime, annotator_id: int | None = None,
-        session_key: str | None = None,
+        self, session: Session, study_id: str, external: str, now: datetime, annotator_id: int | None = None, *,
+        key: str = "", session_key: str | None = None, link_key: str | None = None,
     ) -> Task | Finished:
-        """Serve inside a write transaction; `annotator_id` skips the lookup by external id."""
+        """Serve inside a write transaction; `annotator_id` skips the lookup by id (then `external` is unused)."""
         study = self.study_row(session, study_id, lock=True)
-        if annotator_id is not None:
-            person = session.get(Annotator, annotator_id)
-        else:
-            person = session.scalars(
-                select(Annotator).where(Annotator.study_id == study.id, Annotator.external_id == external)
-            ).first()
+        person = session.get(Annotator, annotator_id) if annotator_id is not None else _person(session, study.id, key)
+        check_link_key(study, person, link_key)
         if person is None:
             if not study.is_open:
-                raise StudyClosed(
-                    f"Study {study_id!r} is closed and takes no new annotators. Ask the researcher."
-                )
-            person = Annotator(study_id=study.id, external_id=external, created_at=now)
+                raise StudyClosed("This study is closed and takes no new annotators. Thank you for your interest.")
+            person = Annotator(study_id=study.id, external_id=clean_annotator(external), match_key=key,
+                               created_at=now)
             session.add(person)
             session.flush()
-        _check_key(person, session_key)
+        check_session_key(person, session_key)
         current, progress = assign.acquire(session, study=study, annotator=person, now=now)
         if current is None:
             # The code is earned by work: at least one finished task (which the quota implies).
-            return Finished(progress=progress, completion_code=study.completion_code if progress.done > 0 else None)
+            return Finished(progress=progress, completion_code=study.completion_code if progress.done > 0 else None,
+                            reason=assign.why_finished(session, study=study, annotator_id=person.id, done=progress.done))
         return blind_task(session, study=study, assignment=current, progress=progress)
 
     def submit(
@@ -336,11 +323,11 @@ class StudyStore:
 
     def progress(self, *, study_id: str, annotator: str) -> Progress:
         """`done / total` for one annotator (0 / estimate if they have not started)."""
-        external = _clean_annotator(annotator)
+        key = annotator_key(annotator)
         with self.reading() as session:
             study = self.study_row(session, study_id)
             person_id = session.scalar(
-                select(Annotator.id).where(Annotator.study_id == study.id, Annotator.external_id == external)
+                select(Annotator.id).where(Annotator.study_id == study.id, Annotator.match_key == key)
             )
             return assign.progress(session, study=study, annotator_id=person_id or -1, now=self._clock())
 

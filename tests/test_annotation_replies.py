@@ -311,7 +311,7 @@ def test_database_of_the_previous_head_upgrades_and_keeps_its_data(tmp_path):
     store = StudyStore(url)  # opening migrates to head
     head = ScriptDirectory.from_config(alembic_config()).get_current_head()
     with store.engine.connect() as conn:
-        assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == head == "0004"
+        assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == head == "0005"
     assert {"reply_items", "reply_labels"} <= set(inspect(store.engine).get_table_names())
     assert store.get_study(study_id="old").name == "old"
     import_reply_items(store, "old", write_jsonl(tmp_path / "items.jsonl", [reply_item("x0")]))
