@@ -1,13 +1,16 @@
 """The annotator page: a standalone Blocks for blind A/B votes, mounted at /annotate.
 
-Open as `/annotate/?study=ID&annotator=ID` (Prolific-style) or type both in. The browser only ever
-receives masked dialogue text and progress; the assignment token lives in server-side `gr.State`, and
-the store maps "Response A/B" back to systems. Wiring only: all logic is in `annotation.store`.
+Open as `/annotate/?study=ID&key=LINK_KEY&annotator=ID` (the link the Studies tab or `python -m annotation link`
+shows; Prolific's PROLIFIC_PID and STUDY_ID work too). A new annotator id needs the study's link key; without the
+annotator part the page asks for the id. The browser only ever receives masked dialogue text and progress; the
+assignment token lives in server-side `gr.State`, and the store maps "Response A/B" back to systems. Wiring only:
+all logic is in `annotation/`.
 
-Identity: the first browser session that uses an annotator id gets a server-issued key (kept in that
-browser's localStorage through `gr.BrowserState`, so a reload resumes); the store binds the id to it
-and refuses any other session, saying so plainly. Events only work after the page's own load event
-has opened a page session on the server (a bare API call has none).
+Identity: before its first request the page stores a random browser id in localStorage (BROWSER_JS), so even a
+first load that timed out resumes on reload; the store binds an annotator id to the first browser that uses it and
+tells any other browser to ask the study owner to release the id (the Studies tab's Release button). Keys issued
+by earlier versions (kept through `gr.BrowserState`) still resume. Events only work after the page's own load
+event has opened a page session on the server (a bare API call has none).
 Keys: 1 = A better, 2 = B better, 3 = tie, 4 = both bad.
 """
 
@@ -22,10 +25,21 @@ from urllib.parse import quote
 import gradio as gr
 
 from annotation.errors import AnnotationError, AnnotatorInUse, InvalidInput, StudyNotFound
+from annotation.identity import MAX_ANNOTATOR_CHARS, annotator_key
 from annotation.models import CRITERIA
 from annotation.schemas import Finished, Ratings, Task, Turn
-from annotation.store import MAX_ANNOTATOR_CHARS, StudyStore
+from annotation.store import StudyStore
 from annotation.voting import HOLD_EXPIRED_MESSAGE, MAX_COMMENT_CHARS
+from app.annotate_text import (
+    ASK_ID_MESSAGE,
+    BROWSER_ENTRY,
+    BROWSER_JS,
+    INVALID_STUDY_MESSAGE,
+    NO_PAGE_MESSAGE,
+    NO_STUDY_MESSAGE,
+    NO_WORK,
+    PAGE_JS,
+)
 from app.settings import Settings
 
 USER_SPEAKERS = {"user", "seeker", "human", "client", "you", "patient"}
@@ -40,32 +54,10 @@ VOTES = (
     ("tie", "Tie  [3]", "vote-tie"),
     ("both_bad", "Both are bad  [4]", "vote-bad"),
 )
-# Installed once per page by demo.load(js=...): keyboard shortcuts and a little layout CSS.
-PAGE_JS = """
-() => {
-  if (window.__annotateKeys) return;
-  window.__annotateKeys = true;
-  const ids = {"1": "vote-a", "2": "vote-b", "3": "vote-tie", "4": "vote-bad"};
-  document.addEventListener("keydown", (e) => {
-    const tag = (e.target && e.target.tagName) || "";
-    if (["INPUT", "TEXTAREA", "SELECT"].includes(tag) || e.ctrlKey || e.metaKey || e.altKey) return;
-    const id = ids[e.key];
-    if (!id) return;
-    const el = document.getElementById(id);
-    const button = el && (el.tagName === "BUTTON" ? el : el.querySelector("button"));
-    if (button && !button.disabled) { e.preventDefault(); button.click(); }
-  });
-  const style = document.createElement("style");
-  style.textContent = ".annot-progress progress{width:100%;height:14px} .annot-context{font-size:1.05em}";
-  document.head.appendChild(style);
-}
-"""
+BROWSER_ID = re.compile(r"[A-Za-z0-9_-]{16,128}")
 RATING_CHOICES = ["1", "2", "3", "4", "5"]
 KEYS_STORAGE = "annotate-session-keys"  # localStorage entry holding this browser's annotator keys
 MAX_KEYS = 20  # keys kept per browser (one per study and annotator id used in it)
-NO_PAGE_MESSAGE = "⚠️ Open the study link in a web browser to take part (this request had no page session)."
-# One answer for every unknown study id: it names no study and echoes nothing from the link.
-INVALID_STUDY_MESSAGE = "This study link is not valid. Check the link you were given, or ask the study owner."
 MARKUP_CHARACTERS = re.compile(r"([\\`*_\[\]<>&~$|])")  # what starts a tag, entity, link, code span or markup
 RATING_KEYS = tuple(f"{k}_{s}" for k in CRITERIA for s in "ab")  # s: shown side, a = Response A (left)
 # Handlers take `c`, a mapping from these names to the page's components, and return updates keyed by
@@ -104,9 +96,11 @@ def chat_messages(turns: tuple[Turn, ...]) -> list[dict[str, str]]:
 
 
 def progress_html(done: int, total: int) -> str:
-    """The `12 / 50` progress bar."""
+    """The `12 / 50` progress bar: an outlined track filled to the share done (empty at 0, never a grey block)."""
+    share = 100 * min(max(done, 0), total) / total if total > 0 else 0
     return (
-        f'<div class="annot-progress"><progress value="{done}" max="{max(total, 1)}"></progress>'
+        f'<div class="annot-progress"><div class="annot-bar" role="progressbar" aria-valuemin="0" '
+        f'aria-valuenow="{done}" aria-valuemax="{total}"><div style="width:{share:.1f}%"></div></div>'
         f"<div><b>{done} / {total}</b> completed</div></div>"
     )
 
@@ -119,7 +113,9 @@ def _view(
     if isinstance(result, Finished):
         code = result.completion_code
         lines = [f"## Thank you, you are done!\n\nYou completed **{result.progress.done}** comparison(s)."]
-        if code:
+        if result.progress.done == 0:
+            lines = [NO_WORK.get(result.reason, NO_WORK["full"])]
+        elif code:
             lines.append(f"Your completion code is: **`{html.escape(code)}`**")
             lines.append(
                 f"[Return to Prolific](https://app.prolific.com/submissions/complete?cc={quote(code)})"
@@ -155,17 +151,16 @@ def plain(text: object) -> str:
     return MARKUP_CHARACTERS.sub(r"\\\1", str(text))
 
 
-def _login(
-    c: dict[str, Any], store: StudyStore, message: str, study: str | None = None, annotator: str = "",
-    *, list_studies: bool = True,
-) -> dict[Any, Any]:
-    open_ids = [s.id for s in store.list_studies() if s.is_open] if list_studies else []
+def _login(c: dict[str, Any], message: str, session: dict[str, Any] | None = None) -> dict[Any, Any]:
+    """The login form with `message`; it keeps what the link gave (study, annotator, link key) in the state."""
+    session = {"study": "", "annotator": "", "link": "", **(session or {}), "token": None}
     return {
+        c["state"]: session,
         c["login"]: gr.update(visible=True),
         c["task"]: gr.update(visible=False),
         c["finish"]: gr.update(visible=False),
-        c["study_in"]: gr.update(choices=open_ids, value=study if study in open_ids else None),
-        c["annotator_in"]: annotator[:MAX_ANNOTATOR_CHARS],
+        c["study_in"]: str(session.get("study") or "")[:64],
+        c["annotator_in"]: str(session.get("annotator") or "")[:MAX_ANNOTATOR_CHARS],
         c["status"]: message,
     }
 
@@ -174,53 +169,72 @@ def _key_name(study: str, annotator: str) -> str:
     return f"{study}\x1f{annotator}"
 
 
+def _stored_keys(keys: object) -> dict[str, str]:
+    """This browser's annotator keys from localStorage (a bounded mapping of strings; anything else is dropped)."""
+    if not isinstance(keys, dict) or len(keys) > 4 * MAX_KEYS:
+        return {}
+    return {k: v for k, v in keys.items() if isinstance(k, str) and isinstance(v, str) and k != BROWSER_ENTRY}
+
+
 def start(
     store: StudyStore,
     c: dict[str, Any],
     study: str | None,
     annotator: str | None,
     keys: dict[str, str] | None = None,
+    *,
+    browser: str | None = None,
+    link: str | None = "",
 ) -> dict[Any, Any]:
-    """Begin or resume a session for (study, annotator); the login form again on a bad id.
+    """Begin or resume a session for (study, annotator); the login form again, with a plain reason, otherwise.
 
-    `keys` are this browser's annotator keys (from localStorage); a new key is issued for an id the
-    browser has not used, and the store refuses it if another session already holds that id."""
-    study = study if isinstance(study, str) else ""
-    annotator = annotator if isinstance(annotator, str) else ""
-    session = {"study": study.strip(), "annotator": annotator.strip(), "token": None}
-    if not session["study"] or not session["annotator"]:
-        return _login(
-            c,
-            store,
-            "Choose a study and enter your annotator ID (e.g. your Prolific ID).",
-            session["study"],
-            session["annotator"],
-        )
-    keys = {k: v for k, v in keys.items() if isinstance(k, str) and isinstance(v, str)} \
-        if isinstance(keys, dict) and len(keys) <= 4 * MAX_KEYS else {}
-    name = _key_name(session["study"], session["annotator"])
-    key = keys.get(name) or secrets.token_urlsafe(24)
+    The browser's key for the id is the one it stored earlier (`keys`, from localStorage), else its browser id
+    (`browser`, the page state), else a fresh one; the store binds a new id to it and refuses it when another
+    browser holds the id. `link` is the `key=` of the study link: a new id is admitted only with it."""
+    session = {"study": study.strip() if isinstance(study, str) else "",
+               "annotator": annotator.strip() if isinstance(annotator, str) else "",
+               "link": link if isinstance(link, str) else "", "token": None}
+    if not session["study"]:
+        return _login(c, NO_STUDY_MESSAGE, session)
+    if not session["annotator"]:
+        return _login(c, ASK_ID_MESSAGE, session)
     try:
-        result = store.next_task(study_id=session["study"], annotator=session["annotator"], session_key=key)
-    except StudyNotFound:
-        return _login(c, store, f"⚠️ {INVALID_STUDY_MESSAGE}", annotator=session["annotator"], list_studies=False)
+        identity = annotator_key(session["annotator"])
+    except InvalidInput as exc:
+        return _login(c, f"⚠️ {plain(exc)}", session)
+    stored = _stored_keys(keys)
+    name = _key_name(session["study"], identity)
+    legacy = _key_name(session["study"], session["annotator"])  # how earlier versions named the key
+    key = stored.get(name) or stored.get(legacy) or browser or secrets.token_urlsafe(24)
+    try:
+        result = store.next_task(study_id=session["study"], annotator=session["annotator"], session_key=key,
+                                 link_key=session["link"])
+    except StudyNotFound:  # an unknown study, or a new id without the study's link key
+        return _login(c, f"⚠️ {INVALID_STUDY_MESSAGE}", {"annotator": session["annotator"]})
     except AnnotatorInUse as exc:
-        return _login(c, store, f"⛔ {plain(exc)}", session["study"], session["annotator"])
+        return _login(c, f"⛔ {plain(exc)}", session)
     except AnnotationError as exc:
-        return _login(c, store, f"⚠️ {plain(exc)}", session["study"], session["annotator"])
-    kept = dict(list({k: v for k, v in keys.items() if k != name}.items())[-(MAX_KEYS - 1):])
+        return _login(c, f"⚠️ {plain(exc)}", session)
+    kept = dict(list({k: v for k, v in stored.items() if k not in (name, legacy)}.items())[-(MAX_KEYS - 1):])
     return {**_view(result, session, c), c["keys"]: {**kept, name: key}}
+
+
+def browser_id(keys: object) -> str | None:
+    """The browser id BROWSER_JS sent inside the keys mapping, if it has the expected shape."""
+    value = keys.get(BROWSER_ENTRY) if isinstance(keys, dict) else None
+    return value if isinstance(value, str) and BROWSER_ID.fullmatch(value) else None
 
 
 def on_load(
     store: StudyStore, c: dict[str, Any], request: gr.Request, keys: dict[str, str] | None = None
 ) -> dict[Any, Any]:
-    """Open the page session; read ?study=&annotator= (also Prolific's PROLIFIC_PID / STUDY_ID) and
-    start if both are given."""
+    """Open the page session (its state holds the browser id, or a fresh key without one); read
+    ?study=&key=&annotator= (also Prolific's STUDY_ID / PROLIFIC_PID) and start if study and annotator are given."""
     q = dict(request.query_params) if request is not None else {}
-    study = q.get("study") or q.get("STUDY_ID")
-    annotator = q.get("annotator") or q.get("PROLIFIC_PID")
-    return {c["page"]: secrets.token_hex(8), **start(store, c, study, annotator, keys)}
+    page = browser_id(keys) or secrets.token_urlsafe(18)
+    return {c["page"]: page, **start(store, c, q.get("study") or q.get("STUDY_ID"),
+                                     q.get("annotator") or q.get("PROLIFIC_PID"), keys, browser=page,
+                                     link=q.get("key") or "")}
 
 
 def vote(
@@ -236,7 +250,8 @@ def vote(
     `ratings` are the six radio values in `CRITERIA` x (A, B) order, as shown (A = left).
     """
     if not isinstance(session, dict) or not session.get("token"):
-        return _login(c, store, "Your session ended; enter your study and annotator ID to continue.")
+        return _login(c, "Your session ended; enter your study and annotator ID to continue.",
+                      session if isinstance(session, dict) else None)
     by_key = dict(zip(RATING_KEYS, ratings))
     try:
         side = {
@@ -250,7 +265,7 @@ def vote(
     except AnnotationError as exc:
         if isinstance(exc, InvalidInput) and "comment" in str(exc):
             return {c["status"]: f"⚠️ {plain(exc)}"}  # keep the task and the typed comment on screen
-        return _login(c, store, f"⚠️ {plain(exc)}", session.get("study"), session.get("annotator", ""))
+        return _login(c, f"⚠️ {plain(exc)}", session)
     notice = "✓ Saved." if result is not None else f"⚠️ {HOLD_EXPIRED_MESSAGE}"
     return _view(nxt, session, c, notice)
 
@@ -276,14 +291,14 @@ def build_annotate_page(settings: Settings, *, store: StudyStore | None = None) 
         c["state"] = gr.State(None)
         c["page"] = gr.State(None)  # set by the page's load event only: no page session, no events
         c["keys"] = gr.BrowserState({}, storage_key=KEYS_STORAGE, secret=KEYS_STORAGE)
-        gr.Markdown("# Which response is better?")
         c["status"] = gr.Markdown("")
         with gr.Column(visible=False) as c["login"]:
-            c["study_in"] = gr.Dropdown(label="Study", choices=[], allow_custom_value=True)
+            c["study_in"] = gr.Textbox(label="Study", max_length=64)
             c["annotator_in"] = gr.Textbox(label="Your annotator ID", placeholder="e.g. your Prolific ID",
                                            max_length=MAX_ANNOTATOR_CHARS)
             start_btn = gr.Button("Start", variant="primary")
         with gr.Column(visible=False) as c["task"]:
+            gr.Markdown("# Which response is better?")  # the task's heading (the finish screen has its own)
             c["progress"] = gr.HTML("")
             c["instructions"] = gr.Markdown("")
             c["context"] = gr.Markdown("", elem_classes=["annot-context"])
@@ -295,6 +310,7 @@ def build_annotate_page(settings: Settings, *, store: StudyStore | None = None) 
                     feedback_options=None,
                     buttons=[],
                     group_consecutive_messages=False,
+                    elem_classes=["annot-chat"],  # PAGE_JS hides the toolbar: no clear (trash) icon
                 )
                 c["chat_a"] = gr.Chatbot(label="Response A", **opts)
                 c["chat_b"] = gr.Chatbot(label="Response B", **opts)
@@ -324,29 +340,22 @@ def build_annotate_page(settings: Settings, *, store: StudyStore | None = None) 
         def load(keys: dict[str, str] | None, request: gr.Request) -> dict[Any, Any]:
             return on_load(store, c, request, keys)
 
-        def begin(page_id: str | None, study: str | None, annotator: str | None,
+        def begin(page_id: str | None, session: dict[str, Any] | None, study: str | None, annotator: str | None,
                   keys: dict[str, str] | None) -> dict[Any, Any]:
             if not page_id:
                 return {c["status"]: NO_PAGE_MESSAGE}
-            return start(store, c, study, annotator, keys)
-
-        def restore(page_id: str | None, session: dict[str, Any] | None, keys: dict[str, str] | None) -> dict[Any, Any]:
-            # The chatbots' trash icon only clears the browser copy: show the held task again.
-            if not page_id:
-                return {c["status"]: NO_PAGE_MESSAGE}
-            session = session if isinstance(session, dict) else {}
-            return start(store, c, session.get("study"), session.get("annotator"), keys)
+            # The link key came with the page's link (kept in the state by `load`), for that study only.
+            same = isinstance(session, dict) and isinstance(study, str) and session.get("study") == study.strip()
+            return start(store, c, study, annotator, keys, browser=page_id, link=session.get("link") if same else "")
 
         # "private": hidden from the API page and not callable by client libraries (no scripted votes);
         # raw queue calls still need the page session that only `load` opens (see NO_PAGE_MESSAGE).
         private: dict[str, Any] = {"api_visibility": "private"}
-        page.load(load, inputs=[c["keys"]], outputs=outputs, **private)
+        page.load(load, inputs=[c["keys"]], outputs=outputs, js=BROWSER_JS, **private)
         page.load(None, js=PAGE_JS)
-        login_inputs = [c["page"], c["study_in"], c["annotator_in"], c["keys"]]
+        login_inputs = [c["page"], c["state"], c["study_in"], c["annotator_in"], c["keys"]]
         start_btn.click(begin, login_inputs, outputs, **private)
         c["annotator_in"].submit(begin, login_inputs, outputs, **private)
-        for chat in (c["chat_a"], c["chat_b"]):
-            chat.clear(restore, [c["page"], c["state"], c["keys"]], outputs, **private)
         for choice, button in buttons:
             button.click(_voter(store, c, choice), inputs, outputs, trigger_mode="once", **private)
     return page

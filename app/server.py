@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import html
 import logging
+import re
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -25,9 +26,14 @@ from mascot.group.engine import Engine
 log = logging.getLogger(__name__)
 
 
+def disabled_admin_page() -> str:
+    """The page /admin answers when no login is configured: ENABLE_HELP with its `code` spans as <code>."""
+    text = re.sub(r"`([^`]+)`", r"<code>\1</code>", html.escape(ENABLE_HELP))
+    return f"<!doctype html><title>MASCOT researcher app</title><h2>Researcher app disabled</h2><p>{text}</p>"
+
+
 def _disabled_admin(server: FastAPI) -> None:
-    page = (f"<!doctype html><title>MASCOT researcher app</title><h2>Researcher app disabled</h2>"
-            f"<p>{html.escape(ENABLE_HELP)}</p>")
+    page = disabled_admin_page()
     for path in ("/admin", "/admin/{rest:path}"):
         server.add_api_route(path, lambda: HTMLResponse(page, status_code=403), include_in_schema=False,
                              methods=["GET", "POST"])
@@ -87,11 +93,19 @@ def uvicorn_options(settings: Settings) -> dict[str, Any]:
             "proxy_headers": bool(proxies), "forwarded_allow_ips": ",".join(proxies)}
 
 
+def startup_line(settings: Settings) -> str:
+    """What `serve` prints once: the address, and what each kind of visitor opens there in this mode."""
+    where = f"MASCOT is running on http://{settings.host}:{settings.port}"
+    annotators = "annotators: /annotate/?study=ID&key=KEY&annotator=ID (python -m annotation link --study ID)"
+    if settings.annotate_only:
+        return f"{where}  (annotator page only; {annotators})"
+    admin = "/admin" if admin_checker(settings) else "/admin (disabled: set MASCOT_ADMIN_PASSWORD)"
+    return f"{where}  ({annotators}; researchers: {admin})"
+
+
 def serve(settings: Settings, engine: Engine | None = None) -> None:
     import uvicorn
 
     app = build_server(settings, engine)
-    admin = "/admin" if admin_checker(settings) else "/admin (disabled: set MASCOT_ADMIN_PASSWORD)"
-    print(f"MASCOT is running on http://{settings.host}:{settings.port}  (annotators: /annotate/?study=ID&annotator=ID;"
-          f" researchers: {admin})", flush=True)
+    print(startup_line(settings), flush=True)
     uvicorn.run(app, **uvicorn_options(settings))

@@ -18,6 +18,7 @@ import pandas as pd
 
 from annotation.exporting import export_judgments, export_preferences
 from annotation.frames import load_judgments
+from annotation.identity import study_link
 from annotation.importing import import_judgments, import_pairs
 from annotation.plots import save_preference_chart
 from annotation.schemas import StudyConfig
@@ -68,17 +69,33 @@ def studies_table(store: StudyStore) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=STUDY_COLUMNS)
 
 
-def annotator_link(study_id: str | None, settings: Settings) -> str:
-    """Markdown with the URL to share with annotators (and its Prolific form)."""
+def annotator_link(store: StudyStore, study_id: str | None, settings: Settings) -> str:
+    """Markdown with the URL to share with annotators (and its Prolific form); it carries the study's link key."""
     if not study_id:
         return "Select a study to see its annotator link."
     host = "YOUR-SERVER" if settings.host in ("0.0.0.0", "::", "") else settings.host  # bind-all: no real name
     base = f"http://{host}:{settings.port}/annotate/"
+    key = store.link_key(study_id=study_id)
     return (
-        f"**Annotator link:** `{base}?study={study_id}&annotator=ANNOTATOR_ID`\n\n"
-        f"**Prolific:** `{base}?study={study_id}&annotator={{{{%PROLIFIC_PID%}}}}`\n\n"
-        "Annotators who open the page without parameters can choose the study and type their ID."
+        f"**Annotator link:** `{study_link(base, study_id, key)}`\n\n"
+        f"**Prolific:** `{study_link(base, study_id, key, '{{%PROLIFIC_PID%}}')}`\n\n"
+        "Share the whole link: a new annotator ID is admitted only with its `key`. Without the `annotator` part, "
+        "the page asks for the ID."
     )
+
+
+def release_annotator(store: StudyStore, study_id: str | None, annotator: str | None) -> str:
+    """Free an annotator id from the browser it is bound to (a participant who lost it, or changed device)."""
+    if not study_id or not (annotator or "").strip():
+        raise gr.Error("Select a study and type the annotator ID to release.")
+    try:
+        found = store.release_annotator(study_id=study_id, annotator=annotator or "")
+    except MascotError as exc:
+        raise _fail(exc) from exc
+    if not found:
+        raise gr.Error(f"Study {study_id!r} has no annotator {annotator.strip()!r}; check the ID (case does not matter).")
+    return (f"Released `{annotator.strip()}` in `{study_id}`: the next browser that opens the study link under "
+            "this ID takes it over and continues where it stopped.")
 
 
 def _fail(exc: Exception) -> gr.Error:
@@ -221,10 +238,16 @@ def render_studies_tab(settings: Settings, *, store: StudyStore | None = None) -
     table = gr.Dataframe(
         lambda: studies_table(store), label="Studies", interactive=False
     )  # fresh on each load
-    link = gr.Markdown(annotator_link(ids[0] if ids else None, settings))
+    link = gr.Markdown(annotator_link(store, ids[0] if ids else None, settings))
     message = gr.Markdown("")
     with gr.Row():
         open_btn, close_btn = gr.Button("Open study"), gr.Button("Close study")
+    with gr.Accordion("Release an annotator ID", open=False):
+        gr.Markdown("An ID works in the first browser that used it. If a participant lost that browser or changed "
+                    "device, release the ID here; their next visit with the study link continues their work.")
+        with gr.Row():
+            release_id = gr.Textbox(label="Annotator ID to release", scale=3)
+            release_btn = gr.Button("Release ID", scale=1)
     with gr.Accordion("Create a study", open=not ids):
         with gr.Row():
             new_id = gr.Textbox(label="Study id (appears in links)", placeholder="ed-human-1")
@@ -269,10 +292,11 @@ def render_studies_tab(settings: Settings, *, store: StudyStore | None = None) -
     def refresh_all(current: str | None) -> tuple[Any, pd.DataFrame, str]:
         choices = [s.id for s in store.list_studies()]
         value = current if current in choices else (choices[0] if choices else None)
-        return gr.update(choices=choices, value=value), studies_table(store), annotator_link(value, settings)
+        return gr.update(choices=choices, value=value), studies_table(store), annotator_link(store, value, settings)
 
     refresh.click(refresh_all, [study], [study, table, link])
-    study.change(lambda s: annotator_link(s, settings), [study], [link])
+    study.change(lambda s: annotator_link(store, s, settings), [study], [link])
+    release_btn.click(lambda s, a: release_annotator(store, s, a), [study, release_id], [message])
     create_btn.click(
         lambda *a: create_study(store, *a),
         [new_id, new_name, instructions, k, rate, min_s, hold, per, code],

@@ -1,7 +1,7 @@
 """Build the public app at `/`: the companion-group chat, nothing else.
 
 The engine (model + adapters) is loaded once here and shared by every session. Researcher tools
-(Studies, Train) live in the separate, login-protected app of `app/admin.py` at /admin, and the blind
+(Studies, Train, Safety) live in the separate, login-protected app of `app/admin.py` at /admin, and the blind
 annotator page (`app/annotate_page.py`) at /annotate; `app/server.py` mounts all three. Only the
 documented `/chat` endpoint is listed by the public API; the page's own events are private.
 """

@@ -9,7 +9,8 @@ import gradio as gr
 import pytest
 
 from annotation.frames import load_judgments
-from app.annotate_page import COMPONENT_NAMES, build_annotate_page, chat_messages, on_load, start, vote
+from app.annotate_page import COMPONENT_NAMES, build_annotate_page, chat_messages, on_load, progress_html, start, vote
+from app.annotate_text import BROWSER_ENTRY, BROWSER_JS, BROWSER_STORAGE, INVALID_STUDY_MESSAGE, PAGE_JS
 from app.settings import Settings
 from tests.annotation_fixtures import make_store, seed_study
 
@@ -39,8 +40,13 @@ def request(**params):
     return SimpleNamespace(query_params=params)
 
 
+def link(store, study="s1", **params):
+    """The request of a page opened with the study's full link (its key included) plus `params`."""
+    return request(study=study, key=store.link_key(study_id=study), **params)
+
+
 def test_url_parameters_start_a_blind_task(store):
-    out = on_load(store, C, request(study="s1", annotator="P1"))
+    out = on_load(store, C, link(store, annotator="P1"))
     assert visible(out["task"]) and not visible(out["login"])
     assert (
         out["state"]["study"] == "s1"
@@ -54,20 +60,23 @@ def test_url_parameters_start_a_blind_task(store):
 
 
 def test_prolific_parameters_are_accepted(store):
-    out = on_load(store, C, request(STUDY_ID="s1", PROLIFIC_PID="5f0c"))
+    out = on_load(store, C, request(STUDY_ID="s1", key=store.link_key(study_id="s1"), PROLIFIC_PID="5f0c"))
     assert out["state"]["annotator"] == "5f0c" and visible(out["task"])
 
 
 def test_missing_parameters_show_the_login_form(store):
     out = on_load(store, C, request())
     assert visible(out["login"]) and not visible(out["task"])
-    assert out["study_in"]["choices"] == ["s1"] and "annotator ID" in out["status"]
+    assert out["study_in"] == "" and "open the study link you were given" in out["status"]  # no study is listed
+    out = on_load(store, C, link(store))  # the study's link without the annotator part: ask for the id
+    assert visible(out["login"]) and out["study_in"] == "s1" and "Enter your annotator ID" in out["status"]
+    assert out["state"]["link"] == store.link_key(study_id="s1")  # kept server-side for the form's Start
     bad = start(store, C, "nope", "P1")
-    assert visible(bad["login"]) and "This study link is not valid" in bad["status"] and bad["study_in"]["choices"] == []
+    assert visible(bad["login"]) and "This study link is not valid" in bad["status"] and bad["study_in"] == ""
 
 
 def test_vote_records_the_system_shown_and_moves_on(store):
-    out = on_load(store, C, request(study="s1", annotator="P1"))
+    out = on_load(store, C, link(store, annotator="P1"))
     left_text = out["chat_a"][1]["content"]
     ratings = ["5", "2", None, None, "4", "4"]  # helpfulness A=5 B=2, safety A=4 B=4
     nxt = vote(store, C, "A", out["state"], ratings, "clear winner")
@@ -85,7 +94,7 @@ def test_vote_records_the_system_shown_and_moves_on(store):
 
 
 def test_double_click_records_once(store):
-    out = on_load(store, C, request(study="s1", annotator="P1"))
+    out = on_load(store, C, link(store, annotator="P1"))
     first = vote(store, C, "B", out["state"], NO_RATINGS, "")
     second = vote(store, C, "B", out["state"], NO_RATINGS, "")  # same (stale) session: a double click
     assert len(load_judgments(store, study_id="s1")) == 1
@@ -94,9 +103,9 @@ def test_double_click_records_once(store):
 
 
 def test_reload_resumes_the_same_task(store):
-    first = on_load(store, C, request(study="s1", annotator="P1"))
+    first = on_load(store, C, link(store, annotator="P1"))
     # A reload sends back the annotator key the browser keeps in localStorage.
-    again = on_load(store, C, request(study="s1", annotator="P1"), first["keys"])
+    again = on_load(store, C, link(store, annotator="P1"), first["keys"])
     assert (again["chat_a"], again["chat_b"], again["state"]) == (
         first["chat_a"],
         first["chat_b"],
@@ -105,7 +114,7 @@ def test_reload_resumes_the_same_task(store):
 
 
 def test_finish_screen_with_completion_code(store):
-    out = on_load(store, C, request(study="s1", annotator="P1"))
+    out = on_load(store, C, link(store, annotator="P1"))
     keys = out["keys"]
     for _ in range(3):
         out = vote(store, C, "tie", out["state"], NO_RATINGS, "")
@@ -113,7 +122,7 @@ def test_finish_screen_with_completion_code(store):
     assert "DONE-77" in out["finish_md"] and "cc=DONE-77" in out["finish_md"] and "**3**" in out["finish_md"]
     assert out["state"]["token"] is None
     # Returning later shows the finish screen again rather than new work.
-    assert visible(on_load(store, C, request(study="s1", annotator="P1"), keys)["finish"])
+    assert visible(on_load(store, C, link(store, annotator="P1"), keys)["finish"])
 
 
 def test_vote_without_session_asks_to_log_in(store):
@@ -141,3 +150,100 @@ def test_built_page_config_holds_no_system_names(store, tmp_path):
     assert "vote-a" in config and "response a" in config
     # Events are private: hidden from the API page and not callable by client libraries.
     assert {d["api_visibility"] for d in page.get_config_file()["dependencies"]} == {"private"}
+
+
+# ----------------------------------------------------------------------------- identity, starvation, cosmetics
+BROWSER = "b" * 20  # what BROWSER_JS sends: this browser's id from localStorage
+
+
+def browser(name: str = BROWSER) -> dict:
+    return {BROWSER_ENTRY: name}
+
+
+def test_no_task_without_work_says_full_never_done(store, tmp_path):
+    for n in range(2):  # k = 2 (the default): two annotators finish every item
+        out = on_load(store, C, link(store, annotator=f"W{n}"), browser(f"w{n}" * 10))
+        for _ in range(3):
+            out = vote(store, C, "A", out["state"], NO_RATINGS, "")
+    late = on_load(store, C, link(store, annotator="late"), browser())
+    assert visible(late["finish"]) and "This study is full" in late["finish_md"]
+    assert "you are done" not in late["finish_md"] and "DONE-77" not in late["finish_md"]
+    seed_study(store, tmp_path, study_id="s2", n_items=1, annotators_per_item=1)
+    on_load(store, C, link(store, "s2", annotator="holder"), browser("h" * 20))
+    busy = on_load(store, C, link(store, "s2", annotator="other"), browser("o" * 20))
+    assert "full for now" in busy["finish_md"] and "reload this page" in busy["finish_md"]
+    store.set_open(study_id="s2", is_open=False)
+    closed = on_load(store, C, link(store, "s2", annotator="other"), browser("o" * 20))
+    assert "This study is closed" in closed["finish_md"]
+
+
+def test_a_link_without_its_key_admits_no_new_id(store):
+    out = on_load(store, C, request(study="s1", annotator="P1"), browser())
+    assert visible(out["login"]) and INVALID_STUDY_MESSAGE in out["status"] and store.overview(study_id="s1").annotators == 0
+    wrong = on_load(store, C, request(study="s1", key="guess", annotator="P1"), browser())
+    assert INVALID_STUDY_MESSAGE in wrong["status"]
+
+
+def test_a_first_load_that_never_arrived_resumes_on_reload(store):
+    first = on_load(store, C, link(store, annotator="P1"), browser())
+    # The browser never got the answer (timeout), so it stored no key; its browser id was stored before the request.
+    again = on_load(store, C, link(store, annotator="P1"), browser())
+    assert visible(again["task"]) and again["state"]["token"] == first["state"]["token"]
+    typed = on_load(store, C, link(store, annotator=" Ｐ１ "), browser())  # the same id, typed in full width
+    assert typed["state"]["token"] == first["state"]["token"]
+
+
+def test_second_browser_gets_a_way_forward_and_continues_after_release(store):
+    first = on_load(store, C, link(store, annotator="P1"), browser())
+    vote(store, C, "A", first["state"], NO_RATINGS, "")
+    phone = on_load(store, C, link(store, annotator="P1"), browser("p" * 20))
+    assert visible(phone["login"]) and "ask the study owner to release your ID" in phone["status"]
+    assert store.release_annotator(study_id="s1", annotator="p1")
+    phone = on_load(store, C, link(store, annotator="P1"), browser("p" * 20))
+    assert visible(phone["task"]) and "1 / 3" in phone["progress"]
+
+
+def test_login_form_uses_the_link_key_of_its_own_study(store):
+    page = on_load(store, C, link(store), browser())  # study and key from the link, no annotator yet
+    out = start(store, C, "s1", "P9", browser(), browser=BROWSER, link=page["state"]["link"])
+    assert visible(out["task"])
+    out = start(store, C, "s1", "P10", browser(), browser=BROWSER, link="")
+    assert INVALID_STUDY_MESSAGE in out["status"]
+
+
+def test_progress_bar_is_empty_at_zero():
+    assert 'style="width:0.0%"' in progress_html(0, 3) and "<b>0 / 3</b>" in progress_html(0, 3)
+    assert 'style="width:50.0%"' in progress_html(2, 4) and 'style="width:0.0%"' in progress_html(0, 0)
+    assert "<progress" not in progress_html(0, 3)  # a native bar at 0 draws a full grey track
+
+
+def test_page_layout_has_no_stray_heading_or_clear_icon(store, tmp_path):
+    page = build_annotate_page(Settings(data_dir=str(tmp_path)), store=store)
+    config = page.get_config_file()
+    comps = {c["id"]: c for c in config["components"]}
+    chats = [c for c in comps.values() if c["type"] == "chatbot"]
+    assert len(chats) == 2 and all("annot-chat" in c["props"]["elem_classes"] for c in chats)
+    assert ".annot-chat .icon-button-wrapper{display:none!important}" in PAGE_JS
+    assert not any(t[1] == "clear" for d in config["dependencies"] for t in d["targets"])
+    heading = next(c for c in comps.values() if c["type"] == "markdown" and "Which response" in str(c["props"]["value"]))
+    # The heading lives in the task column (the one with the vote buttons), so the finish screen does not show it.
+    columns = [_subtree(config["layout"], c["id"]) for c in comps.values() if c["type"] == "column"]
+    task = next(col for col in columns if _ids(col) & {c["id"] for c in chats})
+    finish = next(col for col in columns if col is not task and not (_ids(col) & {heading["id"]}) and
+                  any(comps[i]["type"] == "markdown" for i in _ids(col)) and len(_ids(col)) <= 2)
+    assert heading["id"] in _ids(task) and heading["id"] not in _ids(finish)
+    assert f'"{BROWSER_STORAGE}"' in BROWSER_JS and f'sent["{BROWSER_ENTRY}"]' in BROWSER_JS
+
+
+def _ids(node: dict) -> set[int]:
+    return {node["id"], *(i for child in node.get("children", []) for i in _ids(child))}
+
+
+def _subtree(node: dict, target: int) -> dict | None:
+    if node.get("id") == target:
+        return node
+    for child in node.get("children", []):
+        found = _subtree(child, target)
+        if found is not None:
+            return found
+    return None

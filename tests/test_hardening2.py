@@ -18,8 +18,9 @@ from fastapi.testclient import TestClient
 from markdown_it import MarkdownIt
 from starlette.routing import Mount
 
+from app.admin import ADMIN_TABS
 from app.annotate_page import COMPONENT_NAMES, INVALID_STUDY_MESSAGE, on_load, plain, start
-from app.server import build_server, uvicorn_options
+from app.server import build_server, disabled_admin_page, startup_line, uvicorn_options
 from app.settings import Settings
 from mascot.backends.fake import FakeBackend
 from mascot.errors import ConfigError
@@ -136,7 +137,7 @@ def test_an_unknown_study_gets_one_neutral_answer(tmp_path: Path) -> None:
     for study in ("nope", XSS, "s1<script>alert(1)</script>", "[x](javascript:alert(1))"):
         out = on_load(store, C, SimpleNamespace(query_params={"study": study, "annotator": "P1"}))
         assert out["status"] == f"⚠️ {INVALID_STUDY_MESSAGE}"
-        assert out["study_in"]["choices"] == [] and out["study_in"]["value"] is None
+        assert out["study_in"] == "" and out["state"]["study"] == ""  # nothing from the link is kept or shown
         assert out["login"]["visible"] and not out["task"]["visible"]
     assert "s1" not in INVALID_STUDY_MESSAGE and "python" not in INVALID_STUDY_MESSAGE
 
@@ -230,3 +231,18 @@ def test_open_apps_refuse_every_upload_route(built: SimpleNamespace) -> None:
     # The researcher app keeps its uploads (study imports).
     r = client.post("/admin/gradio_api/upload", files={"files": ("pairs.jsonl", b"{}\n")})
     assert r.status_code == 200, r.text[:200]
+
+
+# ----------------------------------------------------------------------------- start-up line and the switched-off admin page
+def test_startup_line_names_only_what_this_mode_serves() -> None:
+    line = startup_line(Settings(annotate_only=True, port=7001))
+    assert "/annotate/" in line and "researchers" not in line and "/admin" not in line
+    line = startup_line(Settings(port=7001, admin_password=ADMIN_PASSWORD))
+    assert "researchers: /admin" in line and "key=" in line
+    assert "disabled" in startup_line(Settings(port=7001))
+
+
+def test_switched_off_admin_page_lists_the_real_tabs_without_backticks() -> None:
+    page = disabled_admin_page()
+    assert "`" not in page and "<code>MASCOT_ADMIN_PASSWORD</code>" in page
+    assert f"({', '.join(title for title, _, _ in ADMIN_TABS)})" in page  # (Studies, Train, Safety)

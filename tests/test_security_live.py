@@ -16,6 +16,7 @@ import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 import httpx
 import pytest
@@ -59,6 +60,7 @@ class Live:
         )
         self.store = StudyStore(self.settings.annotation_db_url)
         seed_study(self.store, root, study_id="s1", n_items=3, completion_code="CODE-S1", annotators_per_item=3)
+        seed_study(self.store, root, study_id="starve", n_items=2, completion_code="CODE-STARVE", annotators_per_item=1)
         self.store.create_study(config=StudyConfig(id="empty", completion_code="CODE-EMPTY"))  # no items
         rows = [pair_line(f"x{n}", a="@SUM(A1)", b="=cmd|' /C calc'!A0") for n in range(2)]
         self.store.create_study(config=StudyConfig(id="inj"))
@@ -345,21 +347,34 @@ def _annotate(live: Live) -> tuple[GradioApp, dict[str, int]]:
     return app, deps
 
 
-def _begin(app: GradioApp, deps: dict[str, int], study: str, annotator: Any, keys: Any = None) -> str:
-    assert app.call(deps["load"], [keys or {}]).success
-    return app.call(deps["begin"], [None, study, annotator, keys or {}]).raw
+def _begin(app: GradioApp, deps: dict[str, int], study: str, annotator: Any, keys: Any = None, link: str = "") -> str:
+    """Open the page with the study's link (`link`: its key; "" leaves the key out), then start under `annotator`
+    through the page's form, as a participant whose link lacked the annotator part would."""
+    query = "?" + urlencode({"study": study, "key": link}) if link else ""
+    assert app.call(deps["load"], [keys or {}], query=query).success
+    return app.call(deps["begin"], [None, None, study, annotator, keys or {}]).raw
+
+
+def _link(live: Live, study: str = "s1") -> str:
+    return live.store.link_key(study_id=study)
 
 
 def test_identity_race_and_scripted_votes(live: Live) -> None:
     app, deps = _annotate(live)
     first = app.new_session()
-    raw = _begin(first, deps, "s1", "P-race")
+    raw = _begin(first, deps, "s1", "P-race", link=_link(live))
     assert "0 / 3</b> completed" in raw and "already in use" not in raw, raw[-800:]
     second = app.new_session()
-    raw = _begin(second, deps, "s1", "P-race")
+    raw = _begin(second, deps, "s1", "P-race", link=_link(live))
     assert TALLY.record("second browser under the same annotator id", "already in use in another browser" in raw)
-    raw = _begin(app.new_session(), deps, "s1", "P-race", {"s1\x1fP-race": "guessed-key"})
+    assert "ask the study owner to release your ID" in raw  # the way forward for a participant on a new device
+    for variant in ("p-race", "Ｐ-ＲＡＣＥ", " P-race "):  # the same id in another case, width or with spaces
+        raw = _begin(app.new_session(), deps, "s1", variant, link=_link(live))
+        assert TALLY.record("the same annotator id retyped in another browser", "already in use in another browser" in raw)
+    raw = _begin(app.new_session(), deps, "s1", "P-race", {"s1\x1fP-race": "guessed-key"}, link=_link(live))
     assert TALLY.record("forged annotator key", "already in use in another browser" in raw)
+    raw = _begin(app.new_session(), deps, "s1", "P-race", {"browser": "f" * 36}, link=_link(live))
+    assert TALLY.record("forged browser id", "already in use in another browser" in raw)
     vote = first.call(deps["handler"], [None, None, None, None, None, None, None, None, "first"])
     assert "Saved" in vote.raw, vote.raw[:500]
     # The second session's vote cannot land anywhere: it holds no task.
@@ -372,14 +387,36 @@ def test_identity_race_and_scripted_votes(live: Live) -> None:
     # Events need the page session that only the page's load event opens.
     bare = app.new_session().call(deps["handler"], [None, None, None, None, None, None, None, None, ""])
     assert TALLY.record("vote without a page session", "no page session" in bare.raw)
-    bare = app.new_session().call(deps["begin"], [None, "s1", "P-bare", {}])
+    bare = app.new_session().call(deps["begin"], [None, None, "s1", "P-bare", {}])
     assert TALLY.record("start without a page session", "no page session" in bare.raw)
 
 
 def test_completion_code_needs_work(live: Live) -> None:
     app, deps = _annotate(live)
-    raw = _begin(app.new_session(), deps, "empty", "P-lazy")
-    assert TALLY.record("completion code without work", "CODE-EMPTY" not in raw and "done" in raw.lower())
+    raw = _begin(app.new_session(), deps, "empty", "P-lazy", link=_link(live, "empty"))
+    assert TALLY.record("completion code without work", "CODE-EMPTY" not in raw and "This study is full" in raw)
+    assert "you are done" not in raw
+
+
+def test_scripted_ids_cannot_starve_a_study(live: Live) -> None:
+    app, deps = _annotate(live)
+    for n in range(100):  # new ids without the study's link key: none gets a hold
+        raw = _begin(app.new_session(), deps, "starve", f"bot-{n}")
+        assert TALLY.record("new annotator id without the study link key", "This study link is not valid" in raw)
+    for wrong in ("guess", _link(live, "starve")[:-1], _link(live, "s1")):
+        raw = _begin(app.new_session(), deps, "starve", "bot-key", link=wrong)
+        assert TALLY.record("new annotator id with a wrong link key", "This study link is not valid" in raw)
+    assert live.store.overview(study_id="starve").live_holds == 0
+    # The real participant, with the full link, finishes the study.
+    real = app.new_session()
+    raw = _begin(real, deps, "starve", "P-real", link=_link(live, "starve"))
+    assert "0 / 2</b> completed" in raw, raw[-500:]
+    for _ in range(2):
+        raw = real.call(deps["handler"], [None, None, None, None, None, None, None, None, ""]).raw
+    assert "Thank you, you are done" in raw and "CODE-STARVE" in raw
+    raw = _begin(app.new_session(), deps, "starve", "P-late", link=_link(live, "starve"))
+    assert TALLY.record("participant with no task left told the study is full",
+                        "This study is full" in raw and "you are done" not in raw and "CODE-STARVE" not in raw)
 
 
 def test_oversize_and_malformed_annotator_input(live: Live) -> None:
@@ -391,12 +428,12 @@ def test_oversize_and_malformed_annotator_input(live: Live) -> None:
         small = target.upload("evil.yaml", b"name: evil\n")
         refused = small.status_code == 403 if where != "/admin" else small.status_code == 200
         assert TALLY.record("upload to an app without file inputs", refused) if where != "/admin" else refused
-    raw = _begin(app.new_session(), deps, "s1", "P\x00NUL")
+    raw = _begin(app.new_session(), deps, "s1", "P\x00NUL", link=_link(live))
     assert TALLY.record("annotator id with NUL", "Invalid annotator id" in raw)
-    raw = _begin(app.new_session(), deps, "s1", "x" * 5000)
+    raw = _begin(app.new_session(), deps, "s1", "x" * 5000, link=_link(live))
     assert TALLY.record("annotator id of 5,000 characters", "Invalid annotator id" in raw)
     s = app.new_session()
-    _begin(s, deps, "s1", "P-long")
+    _begin(s, deps, "s1", "P-long", link=_link(live))
     r = s.call(deps["handler"], [None, None, None, None, None, None, None, None, "c" * 5_000_000])
     assert TALLY.record("comment of 5,000,000 characters", "Saved" not in r.raw and "2,000" in r.raw)
     assert live.judgments("P-long") == []
@@ -414,7 +451,7 @@ def test_oversize_and_malformed_annotator_input(live: Live) -> None:
 def test_formula_cells_are_neutralised_in_exports(live: Live) -> None:
     app, deps = _annotate(live)
     s = app.new_session()
-    _begin(s, deps, "inj", '=HYPERLINK("http://evil","x")')
+    _begin(s, deps, "inj", '=HYPERLINK("http://evil","x")', link=_link(live, "inj"))
     assert "Saved" in s.call(deps["handler"], [None, None, None, None, None, None, None, None, "+SUM(1,2)"]).raw
     if live.mode != "default":
         return

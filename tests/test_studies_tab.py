@@ -15,6 +15,7 @@ from app.studies_tab import (
     compute_stats,
     create_study,
     import_file,
+    release_annotator,
     render_studies_tab,
     set_open,
     studies_table,
@@ -89,9 +90,10 @@ def test_open_close_and_links(store):
     create_study(store, "s", "", "", 2, 0, 0, 30, None, "")
     msg, table = set_open(store, "s", False)
     assert "closed" in msg and table.status.iloc[0] == "closed"
-    link = annotator_link("s", Settings(host="example.org", port=7860, data_dir="/tmp"))
-    assert "http://example.org:7860/annotate/?study=s&annotator=ANNOTATOR_ID" in link
-    assert "annotator={{%PROLIFIC_PID%}}" in link
+    link = annotator_link(store, "s", Settings(host="example.org", port=7860, data_dir="/tmp"))
+    key = store.link_key(study_id="s")
+    assert f"http://example.org:7860/annotate/?study=s&key={key}&annotator=ANNOTATOR_ID" in link
+    assert f"key={key}&annotator={{{{%PROLIFIC_PID%}}}}" in link
     assert studies_table(store).shape[0] == 1
 
 
@@ -101,3 +103,21 @@ def test_tab_renders_inside_a_blocks(store, tmp_path):
             render_studies_tab(Settings(data_dir=str(tmp_path)), store=store)
     labels = {b.label for b in demo.blocks.values() if getattr(b, "label", None)}
     assert {"Study", "Pairs (.jsonl)", "Exports"} <= labels
+
+
+def test_release_button_frees_an_id_for_a_new_browser(store, tmp_path):
+    from tests.annotation_fixtures import seed_study
+
+    seed_study(store, tmp_path, study_id="s", n_items=2)
+    key = store.link_key(study_id="s")
+    first = store.next_task(study_id="s", annotator="P1", session_key="laptop", link_key=key)
+    msg = release_annotator(store, "s", " ｐ１ ")  # another case and width: the same annotator
+    assert "Released `ｐ１`" in msg and "continues where it stopped" in msg
+    again = store.next_task(study_id="s", annotator="P1", session_key="phone", link_key=key)
+    assert again.token == first.token
+    with pytest.raises(gr.Error, match="has no annotator 'nobody'"):
+        release_annotator(store, "s", "nobody")
+    with pytest.raises(gr.Error, match="type the annotator ID"):
+        release_annotator(store, "s", "  ")
+    with pytest.raises(gr.Error, match="Invalid annotator id"):
+        release_annotator(store, "s", "a\x00b")

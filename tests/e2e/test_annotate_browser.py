@@ -97,7 +97,7 @@ def test_annotator_votes_blind_by_url(server, browser):
             pass
 
     page.on("response", on_response)
-    page.goto(f"{base}/annotate/?study=study1&annotator=P1")
+    page.goto(f"{base}/annotate/?study=study1&key={store.link_key(study_id='study1')}&annotator=P1")
     page.wait_for_selector("text=0 / 3", timeout=30_000)
     assert page.is_visible("text=Response A") and page.is_visible("text=Response B")
     assert_no_leak(page.content(), "page before any vote")
