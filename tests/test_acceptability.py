@@ -152,6 +152,22 @@ def test_stems_start_the_reply(es_pack):
     assert turn.text.startswith(anchor.stem(0))
 
 
+def test_careful_draws_start_from_different_stems_and_the_selector_sees_each(es_pack):
+    anchor = es_pack.get("Anchor")
+    seen: list[list[str]] = []
+
+    class Recording(Selector):
+        def choose(self, dialogue, persona, texts):
+            seen.append(texts)
+            return super().choose(dialogue, persona, texts)
+
+    n = len(anchor.stems)
+    group = GroupChat(load_backend("fake"), [anchor], mode="round-robin", policy=OFFLINE, stems=True, best_of=n,
+                      selector=Recording(tiny_scorer()))
+    group.run(Dialogue(), "My dog died.", seed=5)
+    assert seen and sorted(anchor.stems) == sorted(next(s for s in anchor.stems if t.startswith(s)) for t in seen[0])
+
+
 def test_eval_system_modifiers():
     s = make_system("mascot+best3+stems")
     assert (s.best_of, s.stems, s.name) == (3, True, "mascot+best3+stems") and "best3" in s.label

@@ -63,8 +63,9 @@ class Speaker:
     """Generates persona replies through one shared backend (adapter switched per persona).
 
     With `stems`, a reply starts from opening words of its persona (`Persona.stems`, one per seed) prefilled for
-    the model. With `best_of` N > 1 and a `selector`, N draws of the same prompt are made in one batched backend
-    call (sharing the prompt's prefill) and the selector's choice is shown."""
+    the model. With `best_of` N > 1 and a `selector`, N draws of the same prompt are made in batched backend calls
+    (draw j starts from the stem of seed + j, so the selector also chooses the opening that fits the user's
+    feeling; draws with the same stem share one call and its prefill) and the selector's choice is shown."""
 
     def __init__(
         self,
@@ -158,10 +159,11 @@ class Speaker:
         params: GenerationParams | None = None,
         infos: list[dict[str, object] | None] | None = None,
     ) -> list[str]:
-        """`best_of` draws per item in batched calls (one per adapter and stem), each item's best by the selector."""
+        """`best_of` draws per item in batched calls (one per adapter and stem), each item's best by the selector;
+        draw j of an item starts from the persona's stem for seed + j."""
         n = self.best_of
         expanded = [item for item in items for _ in range(n)]
-        drawn = self._draw_batch(expanded, seed, params, redraw=False)
+        drawn = self._draw_batch(expanded, seed, params, redraw=False, stem_offsets=list(range(n)) * len(items))
         out = []
         for k, (persona, _roster, dialogue, _d) in enumerate(items):
             texts = drawn[k * n:(k + 1) * n]
@@ -185,9 +187,11 @@ class Speaker:
         return self._draw_batch(items, seed, params, redraw=True)
 
     def _draw_batch(self, items: list[tuple[Persona, list[Persona], Dialogue, Directive | None]], seed: int | None,
-                    params: GenerationParams | None, redraw: bool) -> list[str]:
+                    params: GenerationParams | None, redraw: bool, stem_offsets: list[int] | None = None) -> list[str]:
         params = (params or self.params).with_(seed=seed)
-        stem = [self.stem_for(persona, seed) for persona, *_ in items]
+        offsets = stem_offsets or [0] * len(items)
+        stem = [self.stem_for(persona, None if seed is None and not k else (seed or 0) + k)
+                for (persona, *_), k in zip(items, offsets)]
         out: list[str] = [""] * len(items)
         groups: dict[tuple[str | None, str], list[int]] = {}
         for i, (persona, *_rest) in enumerate(items):
