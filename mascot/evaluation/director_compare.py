@@ -8,8 +8,9 @@ judge; paired tests over scenarios.
 Every system uses the same frozen speakers, the same simulated user, the same scenario seeds and the same
 speaker sampling settings as the live chat; only the director differs. Each dialogue is cut into N-turn
 blocks after the seeker's opening; a scenario's score is the mean block score (0-100). The trained director's
-valid-directive rate (decisions that needed no fallback), repeats within a round and the share of openings
-answered by at least two distinct personas are reported too.
+valid-directive rate (decisions that needed no fallback), repeats within a round, the share of openings
+answered by at least two distinct personas, and the acceptability scorer's expected shares of persona replies a
+person would accept / would not (every persona turn scored in its context) are reported too.
 """
 
 from __future__ import annotations
@@ -50,6 +51,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--backend", default="auto", help="backend for the frozen speakers, user and directors (auto: llamacpp "
                    "on CPU for the embedded GGUF; 'recipe' keeps the recipe's rollout_backend; default: %(default)s)")
     p.add_argument("--threads", type=int, default=1, help="torch threads (default 1 on a shared CPU)")
+    p.add_argument("--scorer", default="shipped", help="acceptability scorer for the Acceptable / Not acceptable "
+                   "columns: shipped, a folder, or none (default: %(default)s)")
 
 
 def paired_tests(a: list[float], b: list[float]) -> dict[str, float]:
@@ -107,6 +110,9 @@ def run_compare(args: argparse.Namespace) -> dict[str, Any]:
     scripts = load_scripts(args.scripts or cfg.scripts, args.split or cfg.eval_split, args.limit)
     user_turns = args.user_turns or cfg.eval_user_turns
     judge = load_group_judge(args.judge)
+    from mascot.evaluation.runner import accept_dialogues, load_scorer
+
+    scorer = load_scorer(None if str(getattr(args, "scorer", "shipped")).lower() == "none" else getattr(args, "scorer", "shipped"))
     results: dict[str, Any] = {"run": str(run_dir), "recipe": args.recipe, "split": args.split or cfg.eval_split,
                                "scenarios": [s.id for s in scripts], "user": args.user, "profile": args.profile,
                                "user_turns": user_turns, "block_turns": args.block_turns, "judge": judge.describe(),
@@ -179,6 +185,8 @@ def run_compare(args: argparse.Namespace) -> dict[str, Any]:
             "openings_with_2plus_personas": sum(n >= 2 for n in first_round_distinct) / len(first_round_distinct),
             "persona_turns_per_user_turn": sum(len([t for t in r.dialogue.turns if not t.is_user]) for r in rollouts)
             / max(1, sum(len([t for t in r.dialogue.turns if t.is_user]) for r in rollouts)),
+            "acceptability": (accept_dialogues(scorer, [r.dialogue for r in rollouts], [p.name for p in pack.active])
+                              if scorer is not None else None),
             "seconds": round(time.time() - t0, 1),
             "dialogues": [r.dialogue.to_dict() for r in rollouts],
         }
@@ -213,11 +221,13 @@ def render(results: dict[str, Any]) -> str:
              f"{results['user_turns']} user turns, N={results['block_turns']} blocks, {results['judge']}", ""]
     crit = sorted({k for s in results["systems"].values() for k in s["criteria"]})
     lines.append(f"{'system':<12} {'group score':>16} " + " ".join(f"{c[:11]:>11}" for c in crit)
-                 + f" {'valid dir.':>10} {'>=2 voices':>10} {'turns/msg':>9} {'repeats':>7}")
+                 + f" {'valid dir.':>10} {'>=2 voices':>10} {'turns/msg':>9} {'repeats':>7} {'acceptable':>10} {'not acc.':>8}")
     for name, s in results["systems"].items():
+        acc = s.get("acceptability") or {}
         lines.append(f"{name:<12} {s['mean']:>8.2f} ± {s['std']:<5.2f} " + " ".join(f"{s['criteria'].get(c, float('nan')):>11.1f}" for c in crit)
                      + f" {100 * s['valid_directive_rate']:>9.1f}% {100 * s['openings_with_2plus_personas']:>9.1f}%"
-                     f" {s['persona_turns_per_user_turn']:>9.2f} {s['repeats_in_round']:>7}")
+                     f" {s['persona_turns_per_user_turn']:>9.2f} {s['repeats_in_round']:>7}"
+                     f" {acc.get('acceptable', float('nan')):>9.1f}% {acc.get('unacceptable', float('nan')):>7.1f}%")
     if results.get("tests"):
         lines += ["", "trained vs    mean diff   W/T/L     Wilcoxon p (two-sided, greater)   paired t p   beats at p<0.05?"]
         for b, t in results["tests"].items():

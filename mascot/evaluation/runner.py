@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import logging
+import math
+import statistics
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -30,6 +32,7 @@ from mascot.evaluation.report import (
     write_outputs,
 )
 from mascot.evaluation.systems import MODIFIERS, SYSTEMS, Round, RunContext, make_system, valid_system
+from mascot.group.dialogue import Dialogue
 from mascot.group.personas import load_pack
 from mascot.judges import Judge, JudgeItem, load_judge
 
@@ -127,6 +130,18 @@ def accept_rounds(scorer: AcceptabilityScorer, rounds: list[Round]) -> list[list
         out[i].append((name, {"acceptable": round(100 * s.p_acceptable, 2),
                               "unacceptable": round(100 * s.p_unacceptable, 2)}))
     return out
+
+
+def accept_dialogues(scorer: AcceptabilityScorer, dialogues: list[Dialogue], personas: list[str]) -> dict[str, float]:
+    """Every persona turn of whole dialogues scored in its context (the turns before it): the expected shares of
+    replies a person would accept / would not (0-100), for the group tables."""
+    items = [(Dialogue(d.turns[:k], d.situation, d.emotion), t.speaker, t.text)
+             for d in dialogues for k, t in enumerate(d.turns) if t.speaker in personas and t.text.strip()]
+    scores = scorer.score_many(items)
+    if not scores:
+        return {"acceptable": math.nan, "unacceptable": math.nan, "replies": 0}
+    return {"acceptable": round(100 * statistics.fmean(s.p_acceptable for s in scores), 2),
+            "unacceptable": round(100 * statistics.fmean(s.p_unacceptable for s in scores), 2), "replies": len(scores)}
 
 
 def run_eval(cfg: EvalConfig, backend: Backend | None = None, judge: Judge | None = None) -> dict[str, Any]:
