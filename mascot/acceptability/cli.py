@@ -6,6 +6,8 @@
     python -m annotation export-reply-labels --study S --format jsonl -o mascot/data/acceptability/train.jsonl
     python -m mascot accept train        # fit the scorer on the training labels (cross-validated by opening)
     python -m mascot accept validate     # the held-out report: scorer vs the offline judge
+    python -m mascot accept stems --candidates STEMS.yaml --output DIR   # stems measured by the scorer
+    python -m mascot accept distill --replies R.jsonl --output checkpoints/NEW   # speakers on their best replies
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+
+from mascot.errors import ConfigError
 
 DEFAULT_DRAWS = ("mascot@0.6#0,mascot@0.6#1,mascot@1.0#2,sft@0.6#0,sft@0.6#1,prompted@0.6#0,prompted@1.0#1,"
                  "zero-shot@0.6#0,zero-shot@0.6#1,few-shot@0.6#0,few-shot@0.6#1,zero-shot@1.0#2")
@@ -48,6 +52,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--examples", default=None, metavar="BEFORE,AFTER",
                    help="also write the first 20 openings by id with both systems' labelled replies (Markdown)")
     p.add_argument("--examples-output", type=Path, default=Path("docs/acceptability_examples.md"))
+    p = sub.add_parser("stems", help="try candidate reply stems per persona on the same openings, scored")
+    p.add_argument("--candidates", required=True, type=Path, help="YAML: persona name -> list of stems (\"\" = none)")
+    p.add_argument("--scenarios", default="bundled-train", help="openings (loader name or dataset path)")
+    p.add_argument("--pack", default="emotional-support")
+    p.add_argument("--system", default="mascot", help="whose speakers draw (default: %(default)s)")
+    p.add_argument("--draws", type=int, default=2, help="draws per opening and stem")
+    p.add_argument("--temperature", type=float, default=0.6)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--set-size", type=int, default=3, help="stems in the greedy set (one draw each)")
+    p.add_argument("--limit", type=int, default=None, help="only the first N openings by id")
+    p.add_argument("--checkpoints-dir", default="checkpoints")
+    p.add_argument("--run", default=None)
+    p.add_argument("--output", required=True, type=Path)
+    p = sub.add_parser("distill", help="fine-tune the speakers on their own most acceptable replies (new run folder)")
+    p.add_argument("--replies", required=True, help="comma-separated reply files (`stems`/`sample` output, label exports)")
+    p.add_argument("--run", default="tiny-cpu", help="run whose speaker adapters are continued (default: %(default)s)")
+    p.add_argument("--checkpoints-dir", default="checkpoints")
+    p.add_argument("--output", required=True, type=Path, help="the new run folder (must not exist)")
+    p.add_argument("--recipe", default="tiny-cpu", help="Stage-1 recipe whose `sft` settings train (default: %(default)s)")
+    p.add_argument("--min-score", type=float, default=0.5, help="drop targets the scorer rates below this (0-1)")
+    p.add_argument("--per-context", type=int, default=1, help="targets per persona and conversation")
+    p.add_argument("--epochs", type=float, default=None, help="SFT epochs (default: the recipe's)")
+    p.add_argument("--max-steps", type=int, default=None)
+    p.add_argument("--pack", default="emotional-support")
     p = sub.add_parser("validate", help="held-out report: the scorer's AUC and accuracy beside the offline judge's")
     p.add_argument("--labels", type=Path, default=None, help="export-reply-labels JSONL (default: the shipped held-out set)")
     p.add_argument("--scorer", type=Path, default=None, help="scorer folder (default: the shipped one)")
@@ -73,6 +101,36 @@ def main(args: argparse.Namespace) -> int:
         summary = sample_replies(backend, pack, scenarios, draws, args.output, args.checkpoints_dir, args.run,
                                  args.batch_size, args.batches_of, progress=not args.no_progress)
         print(json.dumps(summary, indent=1))
+        return 0
+    if args.accept_command == "stems":
+        from mascot.acceptability import stems
+        from mascot.acceptability.scorer import AcceptabilityScorer
+        from mascot.backends import load_backend
+        from mascot.data import load_scenarios
+        from mascot.group.personas import load_pack
+
+        pack = load_pack(args.pack)
+        candidates = stems.load_candidates(args.candidates, pack)
+        scenarios = sorted((s for s in load_scenarios(args.scenarios) if s.setting == pack.setting), key=lambda s: s.id)
+        scenarios = scenarios[: args.limit] if args.limit else scenarios
+        backend = load_backend("llamacpp", **args.settings.backend_options())
+        report, records = stems.measure_stems(
+            backend, pack, scenarios, candidates, AcceptabilityScorer.load(), args.system, args.draws,
+            args.temperature, args.seed, args.set_size, args.checkpoints_dir, args.run, output=args.output)
+        stems.write(report, records, args.output)
+        print(stems.by_stem_table(report))
+        return 0
+    if args.accept_command == "distill":
+        from mascot.acceptability.distill import distill
+        from mascot.files.checkpoints import find_run
+        from mascot.group.personas import load_pack
+
+        run_dir = find_run(args.checkpoints_dir, args.run)
+        if run_dir is None:
+            raise ConfigError(f"No run {args.run!r} under {args.checkpoints_dir}.")
+        card = distill(load_pack(args.pack), _paths(args.replies), run_dir, args.output, args.recipe,
+                       args.min_score, args.per_context, args.epochs, args.max_steps)
+        print(json.dumps(card, indent=1))
         return 0
     if args.accept_command == "collect":
         from mascot.acceptability.labels import to_store_files

@@ -157,7 +157,7 @@ def warm_start(cfg: Stage1Config, name: str, rows: list[dict[str, Any]], model: 
     return peft_model, metrics
 
 
-def _load_trainable_adapter(cfg: Stage1Config, adapter_dir: Path) -> Any:
+def load_trainable_adapter(cfg: Stage1Config, adapter_dir: Path) -> Any:
     """The base model with a saved LoRA adapter, trainable, for GRPO to continue."""
     from peft import PeftModel
     from transformers import AutoModelForCausalLM
@@ -185,7 +185,7 @@ def train_speaker(cfg: Stage1Config, name: str, rows: list[dict[str, Any]], rewa
     model = model if model is not None else resolve_model(cfg.model)  # TRL loads it (ZeRO-3 aware)
     sft_metrics = None
     if cfg.grpo_init_adapters and not sft_rows:
-        model = _load_trainable_adapter(cfg, Path(cfg.grpo_init_adapters) / name)
+        model = load_trainable_adapter(cfg, Path(cfg.grpo_init_adapters) / name)
         sft_metrics = {"init_from": str(Path(cfg.grpo_init_adapters) / name)}
     elif sft_rows:
         model, sft_metrics = warm_start(cfg, name, sft_rows, model, tokenizer, work_dir / "sft", log, sft_targets)

@@ -1,0 +1,51 @@
+"""Reply stems measured by the scorer: candidates file checks, one batch of draws per persona and stem, the
+per-stem report and the greedy stem set, and the records written for blind labelling."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from mascot.acceptability.stems import by_stem_table, load_candidates, measure_stems
+from mascot.backends import load_backend
+from mascot.data import Scenario
+from mascot.errors import ConfigError
+from mascot.group.personas import load_pack
+from tests.test_acceptability import tiny_scorer
+
+
+def _scenarios() -> list[Scenario]:
+    texts = ["My dog died this morning.", "I got the job I wanted!", "Moving house next week."]
+    return [Scenario(id=f"s{i}", setting="emotional-support", source="test", emotion=e, situation=t, turns=[("user", t)])
+            for i, (t, e) in enumerate(zip(texts, ("sad", "joyful", "anticipating")))]
+
+
+def test_candidates_file_is_checked(tmp_path):
+    pack = load_pack("emotional-support")
+    path = tmp_path / "c.yaml"
+    path.write_text("Anchor: ['', 'That sounds']\n")
+    assert load_candidates(path, pack) == {"Anchor": ["", "That sounds"]}
+    path.write_text("Nobody: ['Hi']\n")
+    with pytest.raises(ConfigError, match="Anchor"):
+        load_candidates(path, pack)
+    path.write_text("Anchor: That sounds\n")
+    with pytest.raises(ConfigError, match="list of strings"):
+        load_candidates(path, pack)
+
+
+def test_every_stem_is_drawn_scored_and_recorded(tmp_path):
+    pack = load_pack("emotional-support")
+    cands = {"Anchor": ["", "That sounds", "I'm so sorry"], "Catalyst": ["How are you feeling about"]}
+    report, records = measure_stems(load_backend("fake"), pack, _scenarios(), cands, tiny_scorer(), system="prompted",
+                                    draws=2, set_size=2, progress=False, output=tmp_path)
+    anchor = report["personas"]["Anchor"]
+    assert set(anchor["stems"]) == {"(none)", "That sounds", "I'm so sorry"}
+    assert all(s["n"] == 6 and 0 <= s["score"] <= 1 for s in anchor["stems"].values())
+    assert [len(step["stems"]) for step in anchor["greedy_set"]] == [1, 2]
+    assert anchor["greedy_set"][1]["score"] >= anchor["greedy_set"][0]["score"]
+    assert len(records) == 3 * 3 * 2 + 3 * 2 and len({r["id"] for r in records}) == len(records)
+    assert all(r["reply"].startswith(r["stem"]) for r in records)
+    written = [json.loads(line) for line in (tmp_path / "replies.jsonl").read_text().splitlines()]
+    assert written == records and json.loads((tmp_path / "report.json").read_text()) == report
+    assert "greedy set" in by_stem_table(report)
