@@ -49,3 +49,22 @@ def test_every_stem_is_drawn_scored_and_recorded(tmp_path):
     written = [json.loads(line) for line in (tmp_path / "replies.jsonl").read_text().splitlines()]
     assert written == records and json.loads((tmp_path / "report.json").read_text()) == report
     assert "greedy set" in by_stem_table(report)
+
+
+def test_sampled_replies_are_written_with_sources_and_blind_batches_without(tmp_path):
+    from mascot.acceptability.sampling import BLIND_FIELDS, Draw, sample_replies
+
+    pack = load_pack("emotional-support")
+    draws = [Draw.parse("prompted@0.6#0"), Draw.parse("zero-shot@1.0#1")]
+    summary = sample_replies(load_backend("fake"), pack, _scenarios(), draws, tmp_path / "a", batches_of=5,
+                             progress=False)
+    rows = [json.loads(x) for x in (tmp_path / "a/replies.jsonl").read_text().splitlines()]
+    assert summary["replies"] == len(rows) > 0 and {r["system"] for r in rows} == {"prompted", "zero-shot"}
+    blind = [json.loads(x) for f in sorted((tmp_path / "a/blind").glob("*.jsonl")) for x in f.read_text().splitlines()]
+    assert sorted(b["id"] for b in blind) == sorted(r["id"] for r in rows)
+    assert all(set(b) == set(BLIND_FIELDS) for b in blind)
+    # a named run is part of the source: its replies get their own system label and ids
+    sample_replies(load_backend("fake"), pack, _scenarios(), draws[:1], tmp_path / "b", run="other", progress=False)
+    other = [json.loads(x) for x in (tmp_path / "b/replies.jsonl").read_text().splitlines()]
+    assert {r["system"] for r in other} == {"prompted[other]"}
+    assert not {r["id"] for r in other} & {r["id"] for r in rows}

@@ -47,21 +47,24 @@ class Draw:
         return f"{self.system}@{self.temperature:g}#{self.seed}"
 
 
-def reply_id(scenario: str, draw: Draw, persona: str) -> str:
+def reply_id(scenario: str, draw: Draw, persona: str, run: str | None = None) -> str:
     """An id that names nothing about the source (a labeller sees only this)."""
-    return "r" + hashlib.sha1(f"{scenario}|{draw.name}|{persona}".encode()).hexdigest()[:10]
+    source = draw.name if run is None else f"{draw.name}|{run}"
+    return "r" + hashlib.sha1(f"{scenario}|{source}|{persona}".encode()).hexdigest()[:10]
 
 
-def round_records(r: Round, draw: Draw) -> list[dict[str, Any]]:
-    """One record per judged persona reply: the conversation before it, the reply, and its source."""
+def round_records(r: Round, draw: Draw, run: str | None = None) -> list[dict[str, Any]]:
+    """One record per judged persona reply: the conversation before it, the reply, and its source (the system
+    name, with `[run]` when the adapters came from a run named explicitly)."""
     out = []
     for persona, context, text in r.judged:
         out.append({
-            "id": reply_id(r.scenario.id, draw, persona.name), "scenario": r.scenario.id, "emotion": r.scenario.emotion,
+            "id": reply_id(r.scenario.id, draw, persona.name, run), "scenario": r.scenario.id, "emotion": r.scenario.emotion,
             "valence": r.scenario.valence, "situation": r.scenario.situation, "persona": persona.name,
             "persona_role": persona.role,
             "context": [{"speaker": t.speaker, "text": t.text} for t in context.turns], "reply": text,
-            "system": draw.system, "temperature": draw.temperature, "seed": draw.seed,
+            "system": draw.system if run is None else f"{draw.system}[{run}]", "temperature": draw.temperature,
+            "seed": draw.seed,
         })
     return out
 
@@ -94,7 +97,7 @@ def sample_replies(backend: Backend, pack: PersonaPack, scenarios: list[Scenario
                 for r in system.generate(backend, pack, scenarios[start:start + batch_size], ctx):
                     if r.crisis:
                         continue
-                    for rec in round_records(r, draw):
+                    for rec in round_records(r, draw, run):
                         if rec["reply"].strip() and rec["reply"] != "…":
                             records.append(rec)
                             fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
