@@ -19,6 +19,7 @@ from typing import Any
 
 import gradio as gr
 
+from app.chat_limits import ChatLimits, stop_flag
 from app.public_input import clean_history, load_public_pack, registered_packs
 from app.settings import Settings
 from mascot.errors import MascotError
@@ -107,6 +108,7 @@ class ChatHandlers:
         self.engine = engine
         self.settings = settings
         self.registered = registered_packs(settings)
+        self.limits = ChatLimits(settings.chat_per_client, settings.chat_max_waiting)  # model calls per client
         # Stop flags of the streams running now (threading.Event cannot live in gr.State, which is deep-copied);
         # a flag is removed when its stream ends.
         self._stop_flags: dict[str, threading.Event] = {}
@@ -156,13 +158,8 @@ class ChatHandlers:
                 manual_pick: list[str] | None, use_adapters: bool,
                 request: gr.Request | None) -> Iterator[tuple[list[dict[str, Any]], ChatSession]]:
         """Run the group (pending_text None = regenerate the last group turn), yielding renders."""
-        key = stop_key(session, request)
-        flag = self._stop_flags[key] = threading.Event()
-        try:
+        with self.limits.hold(request), stop_flag(self._stop_flags, stop_key(session, request)) as flag:
             yield from self._run_group(pending_text, session, mode, max_speakers, manual_pick, use_adapters, flag)
-        finally:
-            if self._stop_flags.get(key) is flag:
-                del self._stop_flags[key]
 
     def _run_group(self, pending_text: str | None, session: ChatSession, mode: str, max_speakers: int,
                    manual_pick: list[str] | None, use_adapters: bool,
@@ -282,20 +279,21 @@ class ChatHandlers:
         return (session, *self._panel_updates(session))
 
     def api_chat(self, message: str, history: list[dict] | None = None, pack: str = "emotional-support",
-                 mode: str = "trained", max_speakers: int = 3, seed: int = 0) -> list[dict]:
+                 mode: str = "trained", max_speakers: int = 3, seed: int = 0, request: gr.Request | None = None) -> list[dict]:
         """Stateless API: send `message` after `history` (turn dicts as returned here); returns the whole
         dialogue as a list of turns `{speaker, text, directive, meta}`. `pack` is a bundled pack's name."""
-        try:
-            p = load_public_pack(pack, self.registered)
-            self.engine.attach_adapters(p)
-            dialogue = Dialogue(turns=clean_history(history, self.settings.max_history_turns,
-                                                    self.settings.max_message_chars))
-            group = self.engine.group(p.active, mode, max_speakers=int(max_speakers),
-                                      max_message_chars=self.settings.max_message_chars,
-                                      concern_opener=p.concern_opener)
-            group.run(dialogue, message, seed=int(seed))
-        except (MascotError, KeyError, TypeError, ValueError) as exc:
-            raise gr.Error(str(exc)) from exc
+        with self.limits.hold(request):  # one call per client at a time (app/chat_limits.py)
+            try:
+                p = load_public_pack(pack, self.registered)
+                self.engine.attach_adapters(p)
+                dialogue = Dialogue(turns=clean_history(history, self.settings.max_history_turns,
+                                                        self.settings.max_message_chars))
+                group = self.engine.group(p.active, mode, max_speakers=int(max_speakers),
+                                          max_message_chars=self.settings.max_message_chars,
+                                          concern_opener=p.concern_opener)
+                group.run(dialogue, message, seed=int(seed))
+            except (MascotError, KeyError, TypeError, ValueError) as exc:
+                raise gr.Error(str(exc)) from exc
         return [t.to_dict() for t in dialogue.turns]
 
     def status(self, session: ChatSession) -> str:

@@ -39,10 +39,15 @@ class Settings(EngineSettings):
     admin_users_file: str = ""  # or a file of `user:scrypt$...` lines (python -m app.admin_auth add-user)
     warmup: bool = True  # pay the first chat turn's one-off costs in the background at start-up
     trusted_proxies: str = ""  # comma-separated proxy IPs or networks whose X-Forwarded-For is believed; "" = none
+    chat_per_client: int = 1  # model calls (/chat and the page's replies) one client address may run at once; 0 = no limit
+    chat_max_waiting: int = 8  # model calls running or waiting in all; more are refused with "busy, try again"
 
     def __post_init__(self) -> None:
         super().__post_init__()
         self.proxy_list()  # a malformed MASCOT_TRUSTED_PROXIES stops the start with its reason
+        if self.chat_per_client < 0 or self.chat_max_waiting < 1:
+            raise ConfigError("MASCOT_CHAT_PER_CLIENT must be 0 (no limit) or more, and MASCOT_CHAT_MAX_WAITING at "
+                              f"least 1 (got {self.chat_per_client} and {self.chat_max_waiting}).")
 
     def proxy_list(self) -> list[str]:
         """`trusted_proxies` as normalised IP addresses and networks; raises ConfigError on anything else."""

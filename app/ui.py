@@ -67,6 +67,7 @@ def build_app(settings: Settings, engine: Engine | None = None) -> gr.Blocks:
         gr.Markdown("## MASCOT · a companion group that talks with you\n"
                     "Several characters share one conversation; a director decides who speaks and how. "
                     "Not a substitute for professional help.")
-        render_chat_tab(engine, settings)
+        handlers = render_chat_tab(engine, settings)
     hide_page_events(demo)
+    handlers.limits.ungate(demo)  # model events start at once; ChatLimits admits one per client (app/chat_limits.py)
     return demo

@@ -13,7 +13,10 @@ from __future__ import annotations
 import json
 import secrets
 import sqlite3
+import threading
+import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
@@ -29,7 +32,7 @@ from annotation.store import StudyStore
 from app.security import admin_files
 from app.server import build_server
 from app.settings import Settings
-from mascot.backends.fake import FakeBackend
+from mascot.backends.fake import FakeBackend, echo_responder
 from mascot.group.engine import Engine, EngineConfig
 from tests.annotation_fixtures import pair_line, seed_study, write_jsonl
 from tests.conftest import free_port, run_uvicorn
@@ -66,7 +69,8 @@ class Live:
         self.store.create_study(config=StudyConfig(id="inj"))
         import_pairs(self.store, study_id="inj", path=write_jsonl(root / "inj.jsonl", rows))
         self.port = free_port()
-        self.server, _ = run_uvicorn(build_server(self.settings, Engine(EngineConfig(backend="fake"), FakeBackend())),
+        backend = FakeBackend(responder=slow_on_request)
+        self.server, _ = run_uvicorn(build_server(self.settings, Engine(EngineConfig(backend="fake"), backend)),
                                      self.port)
         self.base = f"http://127.0.0.1:{self.port}"
         self.db_path = data / "annotation.db"
@@ -90,6 +94,17 @@ class Live:
             return con.execute(
                 "SELECT j.comment, j.too_fast, j.seconds FROM judgments j JOIN annotators a ON a.id = j.annotator_id "
                 "WHERE a.external_id = ?", (annotator,)).fetchall()
+
+
+SLOW = "FLOOD-SLOW"  # a chat message with this word takes the fake model 1 s, one reply at a time
+_MODEL = threading.Lock()
+
+
+def slow_on_request(messages: Any, params: Any, adapter: Any) -> str:
+    if SLOW in json.dumps(messages):
+        with _MODEL:
+            time.sleep(1.0)
+    return echo_responder(messages, params, adapter)
 
 
 # Every mode starts its own live server on loopback.
@@ -191,6 +206,25 @@ def test_file_route_serves_no_secret(live: Live, secrets_on_disk: dict[str, Path
             r = app.fetch_file(target)
             refused = r.status_code in (403, 404) and not leaked(r.text, target) and "SQLite format" not in r.text
             assert TALLY.record("file= read of a server path", refused), (where, name, r.status_code)
+
+
+def test_one_client_cannot_flood_the_chat(live: Live) -> None:
+    if live.mode == "annotate-only":
+        pytest.skip("no public chat app in this mode")
+    fn = next(d["id"] for d in dependencies(live.chat().config()) if d.get("api_name") == "chat")
+
+    def call(_: int) -> tuple[bool, str]:
+        r = live.chat().call(fn, [f"{SLOW} hello", [], "meeting", "round-robin", 1, 0])
+        return r.success, r.error
+
+    with ThreadPoolExecutor(5) as pool:
+        results = list(pool.map(call, range(5)))
+    served = [r for r in results if r[0]]
+    refused = [r for r in results if not r[0]]
+    assert len(served) == 1, results  # five at once from one address (each takes the model 1 s): one is served
+    for _, error in refused:
+        refused_plainly = "busy with your earlier message; try again in a moment" in error
+        assert TALLY.record("concurrent /chat call from one client beyond its one slot", refused_plainly), error
 
 
 def test_chat_history_meta_and_pack_paths_are_refused(live: Live, secrets_on_disk: dict[str, Path]) -> None:
