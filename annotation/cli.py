@@ -63,7 +63,10 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--study")
     for name in ("overview", "open", "close"):
         sub.add_parser(name, help=f"{name} a study").add_argument("--study")
-    sub.add_parser("link", help="print the annotator link to share (it carries the study's key)").add_argument("--study")
+    p = sub.add_parser("link", help="print the annotator link to share (it carries the study's key)")
+    p.add_argument("--study")
+    p.add_argument("--new-key", action="store_true",
+                   help="replace the study's key first: the old link admits no new ids (ids taking part continue)")
     p = sub.add_parser("release-annotator", help="let an annotator id start again in a new browser")
     p.add_argument("annotator", help="the annotator id (e.g. a Prolific ID) that lost its browser")
     p.add_argument("--study")
@@ -153,6 +156,9 @@ def run(args: argparse.Namespace, out: TextIO) -> None:
             for warning in report.warnings:
                 print(f"warning: {warning}", file=out)
         elif args.command == "link":
+            if args.new_key:
+                store.new_link_key(study_id=study_id)
+                print("The study has a new link key: the old link admits no new annotator ids.", file=out)
             print(annotator_link(store, study_id), file=out)
             print(f"Prolific: {annotator_link(store, study_id, '{{%PROLIFIC_PID%}}')}", file=out)
         elif args.command == "overview":

@@ -183,6 +183,16 @@ class StudyStore:
         with self.reading() as session:
             return self.study_row(session, study_id).link_key
 
+    def new_link_key(self, *, study_id: str) -> str:
+        """Replace the study's link key (a leaked link then admits no new ids; bound ids continue); returns it."""
+
+        def run(session: Session) -> str:
+            study = self.study_row(session, study_id, lock=True)
+            study.link_key = secrets.token_urlsafe(12)
+            return study.link_key
+
+        return self.write(run)
+
     def systems(self, *, study_id: str) -> list[str]:
         """Names of the systems compared in a study (researcher side only)."""
         with self.reading() as session:

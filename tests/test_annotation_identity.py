@@ -209,3 +209,18 @@ def test_upgrade_gives_link_keys_and_folds_existing_ids(tmp_path):
     assert len(set(links)) == 2 and all(len(k) >= 16 for k in links)
     assert store.progress(study_id="a", annotator="Alice").done == 0  # finds the oldest, no error
     store.close()
+
+
+def test_cli_prints_the_link_and_can_replace_its_key(store):
+    out = io.StringIO()
+    old = key(store)
+    assert main(["--db", str(store.engine.url), "link", "--study", "s1"], out=out) == 0
+    assert f"?study=s1&key={old}&annotator=ANNOTATOR_ID" in out.getvalue() and "{{%PROLIFIC_PID%}}" in out.getvalue()
+    taking_part = store.next_task(study_id="s1", annotator="P1", session_key="b", link_key=old)
+    out = io.StringIO()
+    assert main(["--db", str(store.engine.url), "link", "--new-key", "--study", "s1"], out=out) == 0
+    assert key(store) != old and f"key={key(store)}" in out.getvalue()
+    with pytest.raises(LinkKeyInvalid):
+        store.next_task(study_id="s1", annotator="P2", session_key="c", link_key=old)
+    resumed = store.next_task(study_id="s1", annotator="P1", session_key="b", link_key=old)
+    assert resumed.token == taking_part.token  # those already taking part continue
