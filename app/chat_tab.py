@@ -158,7 +158,7 @@ class ChatHandlers:
                 manual_pick: list[str] | None, use_adapters: bool,
                 request: gr.Request | None) -> Iterator[tuple[list[dict[str, Any]], ChatSession]]:
         """Run the group (pending_text None = regenerate the last group turn), yielding renders."""
-        with self.limits.hold(request), stop_flag(self._stop_flags, stop_key(session, request)) as flag:
+        with stop_flag(self._stop_flags, stop_key(session, request)) as flag, self.limits.hold(request):
             yield from self._run_group(pending_text, session, mode, max_speakers, manual_pick, use_adapters, flag)
 
     def _run_group(self, pending_text: str | None, session: ChatSession, mode: str, max_speakers: int,

@@ -18,6 +18,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, RedirectResponse
 
 from app.admin_auth import ENABLE_HELP, admin_checker
+from app.chat_limits import refuse_early
 from app.security import LoginGuard, admin_files, mount_app, refuse_uploads
 from app.settings import Settings
 from app.ui import CSS, build_app
@@ -82,6 +83,7 @@ def build_server(settings: Settings, engine: Engine | None = None) -> FastAPI:
         server = mount_app(server, admin, "/admin", settings, allowed=[private.root], auth=check,
                            auth_message="MASCOT researcher login", show_error=True)
     main = build_app(settings, engine)
+    refuse_early(server, main)  # a /chat call past the client's limit is refused before Gradio's queue
     return mount_app(server, main, "", settings, blocked=[private.root], css=CSS, auth=settings.auth_pair())
 
 

@@ -1,9 +1,10 @@
 """A sixth client's wait on the public `/chat` while five others flood it, with the per-client limit on and off.
 
-Starts the real server (app.server.build_server, uvicorn on loopback) once per setting, calls `/chat` with
-gradio_client as API users do, and names each client by `X-Forwarded-For` (the server trusts 127.0.0.1 as its
-proxy, as behind nginx), so one machine can play several clients. Five flood threads call `/chat` back to back
-(retrying at once when refused); the sixth client makes `--calls` calls one after the other and its waits are timed,
+Starts the real server (app.server.build_server under uvicorn on loopback, in a process of its own, so the clients'
+work does not share its interpreter) once per setting, calls `/chat` with gradio_client as API users do, and names
+each client by `X-Forwarded-For` (the server trusts 127.0.0.1 as its proxy, as behind nginx), so one machine can play
+several clients. Five flood threads call `/chat` back to back
+(retrying shortly when refused); the sixth client makes `--calls` calls one after the other and its waits are timed,
 first alone, then during the flood.
 
     HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/chat_flood.py [--backend auto] [--calls 5] [--flooders 5]
@@ -11,7 +12,8 @@ first alone, then during the flood.
     HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/chat_flood.py --backend fake --fake-seconds 1.0   # seconds, no model
 
 `--backend` is the app's (auto loads the embedded model, as `python app.py` does); `fake` replies after
-`--fake-seconds` from a single-lane fake model. `--flooder-addresses 1` is one client flooding over five
+`--fake-seconds` from a single-lane fake model. Each call is `/chat`'s default (trained director, up to 3 speakers);
+a refused call is sent again after `--retry-after` seconds. `--flooder-addresses 1` is one client flooding over five
 connections (what the limit stops); 5 gives each flooder its own address (each gets its fair turn).
 """
 
@@ -23,6 +25,7 @@ import os
 import platform
 import socket
 import statistics
+import subprocess
 import sys
 import threading
 import time
@@ -65,25 +68,48 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def serve(args: argparse.Namespace) -> None:
+    """The server process (`--serve`): build_server over the chosen backend, uvicorn trusting 127.0.0.1 as proxy."""
+    import uvicorn
+
+    settings = Settings(data_dir=args.data_dir, backend=args.backend, mode=args.mode, port=args.port, warmup=False,
+                        trusted_proxies="127.0.0.1", chat_per_client=1 if args.limit == "on" else 0)
+    if args.backend == "fake":
+        engine = fake_engine(args.fake_seconds)
+    else:
+        engine = Engine.load(engine_config(settings))
+    uvicorn.run(build_server(settings, engine), host="127.0.0.1", port=args.port, log_level="warning",
+                proxy_headers=True, forwarded_allow_ips="127.0.0.1")
+
+
 class Server:
-    """build_server(settings, engine) under uvicorn in a thread, on a free loopback port."""
+    """This script with `--serve` in a child process, on a free loopback port (stopped by its own pid)."""
 
-    def __init__(self, settings: Settings, engine: Engine) -> None:
-        import uvicorn
-
-        self.server = uvicorn.Server(uvicorn.Config(build_server(settings, engine), host="127.0.0.1", port=settings.port,
-                                                    log_level="warning", proxy_headers=True,
-                                                    forwarded_allow_ips="127.0.0.1"))
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-        self.thread.start()
-        deadline = time.time() + 120
-        while not self.server.started and time.time() < deadline:
-            time.sleep(0.1)
-        self.url = f"http://127.0.0.1:{settings.port}"
+    def __init__(self, args: argparse.Namespace, limit: str) -> None:
+        self.port = free_port()
+        command = [sys.executable, __file__, "--serve", "--limit", limit, "--port", str(self.port),
+                   "--backend", args.backend, "--fake-seconds", str(args.fake_seconds), "--mode", args.mode,
+                   "--data-dir", str(Path(args.data_dir) / limit)]
+        self.process = subprocess.Popen(command)
+        self.url = f"http://127.0.0.1:{self.port}"
+        deadline = time.time() + 600  # the embedded model may take minutes to load on a busy machine
+        while time.time() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"the server exited with status {self.process.returncode}; see its output above")
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", self.port)) == 0:
+                    return
+            time.sleep(0.5)
+        self.stop()
+        raise TimeoutError(f"the server did not listen on port {self.port} within 600 s")
 
     def stop(self) -> None:
-        self.server.should_exit = True
-        self.thread.join(timeout=30)
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
 
 
 def client(url: str, address: str) -> Any:
@@ -92,8 +118,9 @@ def client(url: str, address: str) -> Any:
     return Client(url, headers={"X-Forwarded-For": address}, verbose=False)
 
 
-def timed_call(c: Any, args: dict[str, Any], retry: bool) -> tuple[float, int]:
-    """(seconds until a reply, refusals met on the way); with `retry`, a refused call is sent again at once."""
+def timed_call(c: Any, args: dict[str, Any], retry: float | None) -> tuple[float, int]:
+    """(seconds until a reply, refusals met on the way); a refused call is sent again after `retry` seconds."""
+    import httpx
     from gradio_client.exceptions import AppError
 
     start, refused = time.perf_counter(), 0
@@ -101,11 +128,13 @@ def timed_call(c: Any, args: dict[str, Any], retry: bool) -> tuple[float, int]:
         try:
             c.predict(**args)
             return time.perf_counter() - start, refused
-        except AppError as exc:
-            if not retry or not (BUSY_MESSAGE in str(exc) or FULL_MESSAGE in str(exc)):
+        except (AppError, httpx.HTTPStatusError) as exc:
+            busy = (exc.response.status_code == 429 if isinstance(exc, httpx.HTTPStatusError)
+                    else BUSY_MESSAGE in str(exc) or FULL_MESSAGE in str(exc))
+            if retry is None or not busy:
                 raise
             refused += 1
-            time.sleep(0.05)
+            time.sleep(retry)
 
 
 def summary(waits: list[float]) -> dict[str, float]:
@@ -113,23 +142,20 @@ def summary(waits: list[float]) -> dict[str, float]:
             "max_s": round(max(waits), 3), "n": len(waits)}
 
 
-def run_setting(args: argparse.Namespace, engine: Engine, limit_on: bool) -> dict[str, Any]:
-    data = Path(args.data_dir) / ("on" if limit_on else "off")
-    settings = Settings(data_dir=str(data), backend=args.backend, mode=args.mode, port=free_port(), warmup=False,
-                        trusted_proxies="127.0.0.1", chat_per_client=1 if limit_on else 0)
-    server = Server(settings, engine)
+def run_setting(args: argparse.Namespace, limit_on: bool) -> dict[str, Any]:
+    server = Server(args, "on" if limit_on else "off")
     call = dict(message=MESSAGE, history=[], pack=args.pack, mode=args.mode, max_speakers=args.max_speakers, seed=0,
                 api_name="/chat")
     try:
         sixth = client(server.url, SIXTH)
-        timed_call(sixth, call, retry=True)  # warm: one-off costs of the first call
-        alone = [timed_call(sixth, call, retry=True)[0] for _ in range(args.calls)]
+        timed_call(sixth, call, retry=args.retry_after)  # warm: one-off costs of the first call
+        alone = [timed_call(sixth, call, retry=args.retry_after)[0] for _ in range(args.calls)]
         stop, counts, lock = threading.Event(), {"ok": 0, "refused": 0}, threading.Lock()
 
         def flood(i: int) -> None:
             c = client(server.url, f"198.51.100.{1 + i % args.flooder_addresses}")
             while not stop.is_set():
-                _, refused = timed_call(c, call, retry=True)
+                _, refused = timed_call(c, call, retry=args.retry_after)
                 with lock:
                     counts["ok"] += 1
                     counts["refused"] += refused
@@ -140,7 +166,7 @@ def run_setting(args: argparse.Namespace, engine: Engine, limit_on: bool) -> dic
         time.sleep(args.warm_flood)
         flooded, sixth_refused = [], 0
         for _ in range(args.calls):
-            wait, refused = timed_call(sixth, call, retry=True)
+            wait, refused = timed_call(sixth, call, retry=args.retry_after)
             flooded.append(wait)
             sixth_refused += refused
         stop.set()
@@ -156,9 +182,10 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--backend", default="auto", help="the app's backend (auto = the embedded model); fake = no model")
     p.add_argument("--fake-seconds", type=float, default=1.0, help="seconds per reply of the fake backend")
-    p.add_argument("--mode", default="round-robin", help="director mode of each /chat call")
+    p.add_argument("--mode", default="trained", help="director mode of each /chat call (/chat's default)")
     p.add_argument("--pack", default="emotional-support")
-    p.add_argument("--max-speakers", type=int, default=1, help="replies per /chat call")
+    p.add_argument("--max-speakers", type=int, default=3, help="replies per /chat call (/chat's default)")
+    p.add_argument("--retry-after", type=float, default=1.0, help="seconds before a refused call is sent again")
     p.add_argument("--calls", type=int, default=5, help="calls the sixth client times, alone and during the flood")
     p.add_argument("--flooders", type=int, default=5)
     p.add_argument("--flooder-addresses", type=int, default=1, help="1 = one client over all flood connections")
@@ -166,20 +193,23 @@ def main() -> None:
     p.add_argument("--limits", default="off,on", help="settings to measure: off (as before), on (per-client limit)")
     p.add_argument("--data-dir", default=str(Path(os.environ.get("TMPDIR", "/tmp")) / "mascot-chat-flood"))
     p.add_argument("--json", type=Path, help="write the figures here")
+    p.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)  # the server process
+    p.add_argument("--limit", choices=("on", "off"), default="on", help=argparse.SUPPRESS)
+    p.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
     args = p.parse_args()
-    if args.backend == "fake":
-        engine = fake_engine(args.fake_seconds)
-    else:
-        engine = Engine.load(engine_config(Settings(backend=args.backend, mode=args.mode)))
+    if args.serve:
+        serve(args)
+        return
     results = []
     for name in args.limits.split(","):
-        result = run_setting(args, engine, limit_on=name.strip() == "on")
+        result = run_setting(args, limit_on=name.strip() == "on")
         results.append(result)
         print(f"limit {result['limit']:>3}: sixth client alone {result['alone']['mean_s']:.2f} s, during the flood "
               f"{result['during_flood']['mean_s']:.2f} s mean / {result['during_flood']['max_s']:.2f} s max "
               f"(flood served {result['flood_calls_served']}, refused {result['flood_calls_refused']})", flush=True)
     report = {"backend": args.backend if args.backend != "fake" else f"fake ({args.fake_seconds} s per reply)",
               "mode": args.mode, "max_speakers": args.max_speakers, "flooders": args.flooders,
+              "retry_after_s": args.retry_after,
               "flooder_addresses": args.flooder_addresses, "calls": args.calls, "results": results,
               "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "load_avg": os.getloadavg()}}
     if args.json:

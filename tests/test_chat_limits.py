@@ -10,6 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 from types import SimpleNamespace
 
 import gradio as gr
+import httpx
 import pytest
 
 from app.chat_limits import BUSY_MESSAGE, FULL_MESSAGE, MODEL_EVENTS, ChatLimits, client_of, stop_flag
@@ -25,21 +26,62 @@ def req(host: str) -> SimpleNamespace:
     return SimpleNamespace(client=SimpleNamespace(host=host))
 
 
-def test_one_call_per_client_and_a_cap_on_all() -> None:
+def _until(condition, timeout: float = 5.0) -> None:
+    deadline = time.time() + timeout
+    while not condition():
+        assert time.time() < deadline, "timed out"
+        time.sleep(0.01)
+
+
+def test_one_call_per_client_in_arrival_order_and_a_cap_on_all() -> None:
     limits = ChatLimits(per_client=1, max_waiting=2)
-    with limits.hold(req("198.51.100.1")):
-        with pytest.raises(gr.Error) as busy, limits.hold(req("198.51.100.1")):
-            pass
-        assert busy.value.message == BUSY_MESSAGE
-        with limits.hold(req("198.51.100.2")):
-            assert limits.in_flight() == 2 and limits.in_flight("198.51.100.1") == 1
-            with pytest.raises(gr.Error) as full, limits.hold(req("198.51.100.3")):
-                pass
-            assert full.value.message == FULL_MESSAGE
-    assert limits.in_flight() == 0
+    ran: list[str] = []
+    release = threading.Event()
+
+    def call(host: str, tag: str) -> None:
+        with limits.hold(req(host)):
+            ran.append(tag)
+            release.wait(10)
+
+    first = threading.Thread(target=call, args=("198.51.100.1", "A"))
+    first.start()
+    _until(lambda: ran == ["A"])
+    with pytest.raises(gr.Error) as busy, limits.hold(req("198.51.100.1")):
+        pass
+    assert busy.value.message == BUSY_MESSAGE  # the same client again: refused at once
+    second = threading.Thread(target=call, args=("198.51.100.2", "B"))
+    second.start()
+    _until(lambda: limits.in_flight() == 2)
+    with pytest.raises(gr.Error) as full, limits.hold(req("198.51.100.3")):
+        pass
+    assert full.value.message == FULL_MESSAGE  # two running or waiting in all
+    assert ran == ["A"] and limits.in_flight("198.51.100.2") == 1  # B waits for the model, not beside A
+    release.set()
+    first.join(5)
+    second.join(5)
+    assert ran == ["A", "B"] and limits.in_flight() == 0
     with pytest.raises(RuntimeError), limits.hold(req("198.51.100.1")):
         raise RuntimeError("the model failed")
-    assert limits.in_flight() == 0  # a failed call gives its slot back
+    assert limits.in_flight() == 0  # a failed call gives its place back
+
+
+def test_a_call_that_waits_too_long_gives_up_plainly() -> None:
+    limits = ChatLimits(per_client=1, max_waiting=8, wait_timeout_s=0.2)
+    with limits.hold(req("a")):
+        waiter_error: list[str] = []
+
+        def wait() -> None:
+            try:
+                with limits.hold(req("b")):
+                    pass
+            except gr.Error as exc:
+                waiter_error.append(exc.message)
+
+        t = threading.Thread(target=wait)
+        t.start()
+        t.join(5)
+        assert waiter_error == [FULL_MESSAGE] and limits.in_flight() == 1
+    assert limits.in_flight() == 0
     off = ChatLimits(per_client=0)
     with off.hold(req("a")), off.hold(req("a")), off.hold(req("a")):
         assert not off.enabled
@@ -102,8 +144,11 @@ def test_a_flooding_client_is_refused_and_others_are_served(tmp_path) -> None:
             try:
                 client.predict(**args)
                 return "ok", time.perf_counter() - start
-            except AppError as exc:
+            except AppError as exc:  # refused once running (a race with the early refusal)
                 return str(exc), time.perf_counter() - start
+            except httpx.HTTPStatusError as exc:  # refused before Gradio's queue: 429 with the sentence
+                assert exc.response.status_code == 429 and exc.response.headers["Retry-After"]
+                return exc.response.json()["detail"], time.perf_counter() - start
 
         assert call(other)[0] == "ok"  # warm: the first call pays one-off costs
         with ThreadPoolExecutor(6) as pool:
@@ -118,3 +163,11 @@ def test_a_flooding_client_is_refused_and_others_are_served(tmp_path) -> None:
         assert max(refused) < served_in  # refused at once, not after waiting for the model
         # Behind one flood call at most (behind all five, as with a queue of one, would be 5 s or more).
         assert outcome == "ok" and waited < 4.0, (outcome, waited)
+        # The REST routes too: while the flooder's call runs, its next one is refused before the queue.
+        with ThreadPoolExecutor(1) as pool:
+            running = pool.submit(call, flooder)
+            time.sleep(0.5)
+            r = httpx.post(f"{base}/gradio_api/run/chat", headers={"X-Forwarded-For": "198.51.100.1"},
+                           json={"data": ["hi", [], "meeting", "round-robin", 1, 0]}, timeout=30)
+            assert r.status_code == 429 and r.json()["detail"] == BUSY_MESSAGE
+            assert running.result()[0] == "ok"
