@@ -186,7 +186,7 @@ def test_annotator_id_is_bound_to_the_first_session_key(tmp_path: Path) -> None:
     first = store.next_task(study_id="s1", annotator="P1", session_key="key-one")
     assert isinstance(first, Task)
     assert store.next_task(study_id="s1", annotator="P1", session_key="key-one").token == first.token
-    with pytest.raises(AnnotatorInUse, match="already in use in another browser session"):
+    with pytest.raises(AnnotatorInUse, match="already in use in another browser.*ask the study owner to release"):
         store.next_task(study_id="s1", annotator="P1", session_key="key-two")
     assert store.release_annotator(study_id="s1", annotator="P1")
     assert isinstance(store.next_task(study_id="s1", annotator="P1", session_key="key-two"), Task)
