@@ -17,7 +17,7 @@ from mascot.errors import ConfigError
 from mascot.group.dialogue import Dialogue, Turn
 
 LABELS = ("not_acceptable", "borderline", "acceptable")  # the scorer's classes, worst first
-META_FIELDS = ("scenario", "emotion", "valence", "situation", "temperature", "seed")
+META_FIELDS = ("scenario", "emotion", "valence", "situation", "temperature", "seed", "stem")
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
