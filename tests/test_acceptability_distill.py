@@ -41,6 +41,9 @@ def test_targets_prefer_human_labels_and_never_take_a_reply_labelled_not_accepta
     ])
     rows = gather([replies, labels])
     assert rows["a"]["labels"] == [0] and rows["b"]["labels"] == []
+    # a labeller's file of ids and labels only joins the replies read before it; unknown ids are ignored
+    bare = _write(tmp_path / "bare.jsonl", [{"id": "b", "acceptability": "borderline"}, {"id": "zz", "acceptability": "acceptable"}])
+    assert gather([replies, bare])["b"]["labels"] == [1] and "zz" not in gather([replies, bare])
     targets = {t["id"] for t in choose_targets(rows, tiny_scorer(), min_score=0.0)}
     assert targets == {"c", "d"}  # a is labelled not acceptable; c's label outranks b's unlabelled draw
     # without labels the scorer ranks: the faulty draws lose to the clean one

@@ -35,16 +35,18 @@ def _context(row: dict[str, Any]) -> list[dict[str, str]]:
 
 
 def gather(paths: Sequence[Path]) -> dict[str, dict[str, Any]]:
-    """Replies by id from sampler/stem files and label exports; a label export's rows add their labels."""
+    """Replies by id from sampler/stem files and label exports; rows with a label add it to their reply (a
+    labeller's file of ids and labels only must come after the replies it labels)."""
     out: dict[str, dict[str, Any]] = {}
     for path in paths:
         for r in read_jsonl(path):
-            if not r.get("reply", "").strip():
+            if r.get("reply", "").strip():
+                out.setdefault(r["id"], {"id": r["id"], "persona": r["persona"], "context": _context(r),
+                                         "reply": r["reply"], "labels": []})
+            elif r.get("id") not in out:
                 continue
-            row = out.setdefault(r["id"], {"id": r["id"], "persona": r["persona"], "context": _context(r),
-                                           "reply": r["reply"], "labels": []})
             if r.get("acceptability") in LABELS:
-                row["labels"].append(LABELS.index(r["acceptability"]))
+                out[r["id"]]["labels"].append(LABELS.index(r["acceptability"]))
     return out
 
 
