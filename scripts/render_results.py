@@ -206,6 +206,28 @@ def share_ci(x: dict) -> str:
     return f"{x['share']:.3f} [{x['ci95'][0]:.3f}, {x['ci95'][1]:.3f}]"
 
 
+FRESH3_SYSTEMS = (("zero-shot", "Zero-Shot"), ("mascot", "shipped speakers, fast, no stems"),
+                  ("mascot+best3+stems", "careful: labelled stems + best of 3 (default)"))
+
+
+def fresh3_block() -> str:
+    """The second fresh set (stems chosen by labels), when its comparison exists."""
+    if not (RESULTS / "acceptability_fresh3.json").exists():
+        return ""
+    f = load("acceptability_fresh3.json")
+    rows = [[label, str(s["n"]), *(share_ci(s[k]) for k in ("acceptable", "borderline", "not_acceptable")),
+             f"{s['identifiability']['accuracy']:.2f}" if "identifiability" in s else ""]
+            for key, label in FRESH3_SYSTEMS if (s := f["systems"].get(key))]
+    rows.append(["target (default chat)", "", "≥ 0.5", "", "≤ 0.25", "not lower"])
+    st = f["sign_tests"].get("mascot vs mascot+best3+stems")
+    test = (f" Careful vs fast: better on {st['losses']}, worse on {st['wins']} of {st['pairs']} replies (sign test p "
+            f"{fmt_p(st['p'])}).") if st else ""
+    return ("Fresh openings never seen before (`mascot/data/fresh3`, 36), after the stems were chosen by labels "
+            "(the first fresh set, with the earlier stems, is in docs/acceptability.md):\n\n"
+            + table(["fresh3, labelled blind", "replies", "acceptable", "borderline", "not acceptable",
+                     "identifiability"], rows) + "\n\n" + test.strip())
+
+
 def acceptability() -> str:
     v = load(ACCEPT_FILES[0])
     sc, jd = v["scorer"]["auc_not_unacceptable"], v["judge_overall"]["auc_not_unacceptable"]
@@ -232,11 +254,15 @@ def acceptability() -> str:
     ident = ", ".join(f"{label} {f['systems'][k]['identifiability']['accuracy']:.2f}" for k, label in ACCEPT_SYSTEMS
                       if k in f["systems"] and "identifiability" in f["systems"][k])
     out += "\n\nPaired by opening and persona: " + "; ".join(tests) + f". Persona identifiability: {ident}."
+    later = fresh3_block()
+    if later:  # the current default's measurement replaces the first fresh set's table (that one is in the docs)
+        out = head + "\n\n" + later
     t = load(ACCEPT_FILES[2])
     timing = "; ".join(f"best of {r['best_of']}{' + stems' if r['stems'] else ''}: first text {r['first_text_s']['median']} s,"
                        f" turn {r['turn_s']['median']} s" for r in t["rows"])
     return (f"{out}\n\nThree-speaker turn on llama.cpp, trained director, medians ({t['machine']['cores']} cores): "
-            f"{timing}. Sources: " + ", ".join(f"`benchmarks/results/{n}`" for n in ACCEPT_FILES) + ".")
+            f"{timing}. Sources: " + ", ".join(f"`benchmarks/results/{n}`" for n in (*ACCEPT_FILES, "acceptability_fresh3.json")
+                                               if (RESULTS / n).exists()) + ".")
 
 
 AREAS: dict[str, Callable[[], str]] = {
