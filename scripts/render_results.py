@@ -225,7 +225,7 @@ def fresh3_block() -> str:
     return ("Fresh openings never seen before (`mascot/data/fresh3`, 36), after the stems were chosen by labels "
             "(the first fresh set, with the earlier stems, is in docs/acceptability.md):\n\n"
             + table(["fresh3, labelled blind", "replies", "acceptable", "borderline", "not acceptable",
-                     "identifiability"], rows) + "\n\n" + test.strip())
+                     "identifiability"], rows) + "\n\n" + test.strip() + " ")
 
 
 def acceptability() -> str:
@@ -234,6 +234,11 @@ def acceptability() -> str:
     head = (f"On the {v['n']} held-out labels the scorer tells not-acceptable replies from the rest with AUC "
             f"{sc['auc']:.3f} [{sc['ci95'][0]:.3f}, {sc['ci95'][1]:.3f}] (target ≥ 0.85); the offline judge's Overall, "
             f"{jd['auc']:.3f} [{jd['ci95'][0]:.3f}, {jd['ci95'][1]:.3f}].")
+    if (RESULTS / "acceptability_validation_fresh3.json").exists():
+        v3 = load("acceptability_validation_fresh3.json")
+        a, b = v3["scorer"]["auc_not_unacceptable"], v3["judge_overall"]["auc_not_unacceptable"]
+        head += (f" On the {v3['n']} fresh3 labels below (read once): {a['auc']:.3f} [{a['ci95'][0]:.3f}, "
+                 f"{a['ci95'][1]:.3f}], the judge {b['auc']:.3f}.")
     out = ""
     f = load(ACCEPT_FILES[1])
     rows = []
@@ -260,7 +265,8 @@ def acceptability() -> str:
     t = load(ACCEPT_FILES[2])
     timing = "; ".join(f"best of {r['best_of']}{' + stems' if r['stems'] else ''}: first text {r['first_text_s']['median']} s,"
                        f" turn {r['turn_s']['median']} s" for r in t["rows"])
-    return (f"{out}\n\nThree-speaker turn on llama.cpp, trained director, medians ({t['machine']['cores']} cores): "
+    sep = " " if out.endswith(" ") else "\n\n"
+    return (f"{out.rstrip()}{sep}Three-speaker turn on llama.cpp, trained director, medians ({t['machine']['cores']} cores): "
             f"{timing}. Sources: " + ", ".join(f"`benchmarks/results/{n}`" for n in (*ACCEPT_FILES, "acceptability_fresh3.json")
                                                if (RESULTS / n).exists()) + ".")
 
