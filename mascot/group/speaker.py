@@ -190,8 +190,7 @@ class Speaker:
                     params: GenerationParams | None, redraw: bool, stem_offsets: list[int] | None = None) -> list[str]:
         params = (params or self.params).with_(seed=seed)
         offsets = stem_offsets or [0] * len(items)
-        stem = [self.stem_for(persona, None if seed is None and not k else (seed or 0) + k)
-                for (persona, *_), k in zip(items, offsets)]
+        stem = [self.stem_for(persona, (seed or 0) + k) for (persona, *_), k in zip(items, offsets)]  # stem(None) is stem(0)
         out: list[str] = [""] * len(items)
         groups: dict[tuple[str | None, str], list[int]] = {}
         for i, (persona, *_rest) in enumerate(items):
