@@ -14,6 +14,7 @@ import pandas as pd
 
 from app.settings import Settings
 from mascot.safety.events import INPUT, OUTPUT, SafetyLog
+from mascot.safety.multilingual import status as multilingual_status
 
 TIER_ORDER = ("crisis", "concern", "none")
 
@@ -41,8 +42,10 @@ def render_safety_tab(settings: Settings) -> None:
     gr.Markdown("### Crisis check\nDecisions on user messages since the log began (tier, score and layer are logged; "
                 f"message text never is). Log: `{path}`")
     first = safety_tables(path)
+    layer_status = gr.Markdown(multilingual_status(), elem_id="safety-layers")
     tiers = gr.Dataframe(first[0], label="Messages per tier", interactive=False, elem_id="safety-tiers")
     layers = gr.Dataframe(first[1], label="Messages per tier and deciding layer", interactive=False)
     outputs = gr.Dataframe(first[2], label="Output check on persona replies", interactive=False)
     refresh = gr.Button("↻ Refresh", size="sm", elem_id="safety-refresh")
-    refresh.click(lambda: safety_tables(path), None, [tiers, layers, outputs], queue=False)
+    refresh.click(lambda: (multilingual_status(), *safety_tables(path)), None, [layer_status, tiers, layers, outputs],
+                  queue=False)

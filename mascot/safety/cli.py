@@ -48,7 +48,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "recall fell, docs/safety.md)")
     t.add_argument("--lexical-weight", type=float, default=LEXICAL_WEIGHT,
                    help="weight of the character n-gram model in the message score, 0 to 1 (0: the encoder alone)")
-    t.add_argument("--only", choices=["messages", "replies"], default=None)
+    t.add_argument("--only", choices=["messages", "replies", "multilingual"], default=None,
+                   help="multilingual: the USE layer's head, stack weight and thresholds (seconds; reads the message "
+                        "classifier's saved out-of-fold scores)")
     t.add_argument("--ship", choices=SHIP_CHOICES, default="fold",
                    help="fold: ship the first cross-validation fold's model, trained like the models whose scores set "
                         "the thresholds (default); refit: refit on the whole training split (its scores are more "
@@ -70,6 +72,11 @@ def training_sets(args: argparse.Namespace) -> TrainingSets:
 
 
 def main(args: argparse.Namespace) -> int:
+    if args.safety_command == "train" and args.only == "multilingual":
+        from mascot.safety.training.multilingual import train_multilingual
+
+        train_multilingual(args.folds, out_root=args.out)
+        return 0
     if args.safety_command == "train":
         cfg = FitConfig(layers=args.layers, epochs=args.epochs, lr=args.lr, augment=not args.no_augment)
         train(cfg, args.folds, args.ship, args.out, args.only, training_sets(args), args.lexical_weight)

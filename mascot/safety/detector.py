@@ -38,6 +38,7 @@ from mascot.safety.text import clip, has_words
 if TYPE_CHECKING:
     from mascot.safety.classifier import Classifier
     from mascot.safety.llm_judge import LLMGrayZoneJudge
+    from mascot.safety.multilingual import MultilingualLayer
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +82,40 @@ DESPAIR_WORDS = re.compile(
     r"\b(?:keep going|go on|carry on|be here|here anymore|live|living|lives?|alive|exist\w*|make it|hold on|"
     r"survive|wak(?:e|ing) up|point|anymore|disappear\w*|gone|end|ending|over|escape|stop)\b", re.I)
 
+# Grief for someone else (round 5, found by a newcomer: "My grandad's watch stopped working the week after his
+# funeral ..." got the crisis reply). Decided alone, a message about another's death or its rites that says
+# nothing of the writer's own risk (`OWN_RISK`) is at most *concern*: the group answers, Anchor asks gently.
+GRIEF = re.compile(
+    r"\b(?:funeral|coffin|casket|grave(?:side|stone)?|headstone|memorial|burial|ashes|the wake|eulogy|cremat\w*|"
+    r"passed (?:away|on)|(?:he|she|they|it) died|died (?:last|this|in|on|a|two|three|\d)|death of (?:my|our)|"
+    r"since (?:he|she|they|mum|mom|dad) (?:died|passed|went))\b", re.I)
+OWN_RISK = re.compile(
+    r"\b(?:(?:kill|hurt|harm|cut|end) myself|my (?:own )?life|join (?:him|her|them)|be with (?:him|her|them) (?:again|soon)|"
+    r"(?:want|wish|wanna|ready) (?:to )?(?:die|go too|be gone|not be here|follow)|can'?t (?:go on|live|do this anymore|keep going)|"
+    r"no point|end it|(?:not|never) wake|(?:don'?t|do not) want to (?:be here|live|wake)|next to (?:him|her|them) (?:soon|tonight)|"
+    r"my (?:own )?(?:funeral|will)|if i died|i (?:could |would |might )?die|want out|won'?t be (?:long|around|here)|"
+    r"go(?:ing)? through with it|do it (?:tonight|tomorrow|soon|now)|how (?:long|many|much))", re.I)
+
+# Everyday endings and idioms (round 5, written against crisis_categories.txt): the classifier reads "I want this
+# week to end", "the last of my tablets", "shoot me a message" and "killing time" as crises. Decided alone, with
+# nothing of the writer's own risk (`OWN_RISK`), an everyday ending is at most *concern*, and an idiom whose text
+# holds no other word of harm or despair once the idiom is taken out is *none*.
+EVERYDAY_END = re.compile(
+    r"\b(?:this|the|my|that|today'?s|tonight'?s|these|our)\s+(?:\w+\s+){0,2}(?:week|weekend|day|shift|semester|term|"
+    r"exams?|flu|cold|cough|job|month|year|project|meeting|course|season|lecture|class|trip|contract|lease|deadline|"
+    r"tour|winter|summer|heatwave|commute|rota|placement|internship|sprint|quarter|drama|nightmare)s?\s+(?:to\s+)?"
+    r"(?:(?:be|is|was|'s|finally)\s+)?(?:end|over|finish|done)\b"
+    r"|\b(?:last|rest|end|final)\s+(?:\w+\s+)?of\s+(?:my|the|these|those)\s+(?:\w+\s+)?(?:tablets|pills|antibiotics|"
+    r"medicine|medication|meds|prescription|course|steroids|inhaler|drops)\b"
+    r"|\bcourse of (?:antibiotics|steroids|medicine|treatment|tablets|pills)\b"
+    r"|\bquit(?:ting)?\s+(?:this|my|the)\s+(?:\w+\s+)?(?:job|course|team|gym|band|club|degree)\b", re.I)
+IDIOMS = re.compile(
+    r"\b(?:shoot|drop|fire|ping|send) me (?:a |an )?(?:quick )?(?:message|text|line|dm|email|note|msg)\b"
+    r"|\bkill(?:ing)? (?:some |a bit of |the )?time\b|\bdying (?:to|for)\b|\bkill(?:ing|ed) it\b"
+    r"|\b(?:murder|kill) (?:a|for a|for an) (?:\w+ )?(?:coffee|pint|burger|pizza|beer|curry|tea|kebab|drink)\b"
+    r"|\bdead (?:tired|on my feet|beat)\b|\bto die for\b|\bmy (?:phone|battery|laptop|car|plant|charger)\b[^.!?]{0,20}\bdied\b"
+    r"|\b(?:keep|kept|keeps) dying (?:on|in|at)\b|\bhang(?:ing)? out\b|\bjump(?:ed|ing)? at the chance\b"
+    r"|\b(?:this|it|you|that)(?:'re|'s| is| are) killing me\b|\bi'?m (?:literally )?dead (?:lol|lmao|haha)", re.I)
 
 
 @dataclass(frozen=True)
@@ -106,26 +141,36 @@ class CrisisDetector:
     """The layered detector; thresholds come from the classifier's cross-validated metadata.
 
     `classifier` / `reply_classifier`: the message and reply classifiers (default: the shipped ones, loaded on
-    first use, once per process); `use_classifier=False` runs the patterns alone. `events`: the log every
+    first use, once per process); `use_classifier=False` runs the patterns alone. `multilingual`: the USE layer
+    (`mascot.safety.multilingual`; default: the shipped one, loaded on first use, when `classifier` is the
+    shipped one too); `use_multilingual=False` leaves it out; `use_only=True` scores every message with it alone. `events`: the log every
     decision is recorded in (None: nothing is recorded). `llm_judge`: the optional gray-zone judge
     (`mascot.safety.llm_judge.make_gray_zone_judge`)."""
 
     def __init__(self, classifier: Classifier | None = None, reply_classifier: Classifier | None = None,
                  use_classifier: bool = True, events: SafetyLog | None = None,
-                 llm_judge: LLMGrayZoneJudge | None = None) -> None:
+                 llm_judge: LLMGrayZoneJudge | None = None, multilingual: MultilingualLayer | None = None,
+                 use_multilingual: bool | None = None, use_only: bool = False) -> None:
         self._classifier = classifier
         self._reply_classifier = reply_classifier
         self.use_classifier = use_classifier
         self.events = events
         self.llm_judge = llm_judge
+        self._multilingual = multilingual
+        # the stack's thresholds belong to the shipped MiniLM classifier: by default the USE layer joins it only
+        self.use_multilingual = (classifier is None or multilingual is not None) if use_multilingual is None else use_multilingual
+        self.use_only = use_only  # the USE layer alone on every message (`safety eval` measures it so)
 
     @classmethod
     def load(cls, events: SafetyLog | None = None, llm_judge: LLMGrayZoneJudge | None = None) -> CrisisDetector:
-        """The shipped detector with both classifiers loaded now (a missing model fails here, not on the first
-        message); the classifiers are loaded once per process and shared by every detector."""
+        """The shipped detector with both classifiers and the USE layer loaded now (a missing model fails here, not
+        on the first message; a USE layer that cannot load is left out with a warning); they are loaded once per
+        process and shared by every detector."""
         from mascot.safety.classifier import load_classifier
+        from mascot.safety.multilingual import load_multilingual
 
-        return cls(load_classifier("messages"), load_classifier("replies"), events=events, llm_judge=llm_judge)
+        return cls(load_classifier("messages"), load_classifier("replies"), events=events, llm_judge=llm_judge,
+                   multilingual=load_multilingual(), use_multilingual=True)
 
     @property
     def classifier(self) -> Classifier:
@@ -142,6 +187,31 @@ class CrisisDetector:
 
             self._reply_classifier = load_classifier("replies")
         return self._reply_classifier
+
+    @property
+    def multilingual(self) -> MultilingualLayer | None:
+        """The USE layer (`mascot.safety.multilingual`), loaded on first use; None when switched off or when it
+        could not load (then the MiniLM layer decides alone, as before it existed)."""
+        if self._multilingual is None and self.use_multilingual:
+            from mascot.safety.multilingual import load_multilingual
+
+            self._multilingual = load_multilingual()
+            if self._multilingual is None:
+                self.use_multilingual = False  # warned once by load_multilingual; never retried per message
+        return self._multilingual if self.use_multilingual else None
+
+    def scorer(self, english: bool) -> tuple[object, dict[str, float], str]:
+        """(scorer, thresholds, layer name) for a message: the MiniLM + USE stack for English, USE alone
+        otherwise; without the USE layer, the MiniLM classifier with its own thresholds."""
+        layer = self.multilingual
+        if layer is None:
+            t_crisis, t_concern = self.thresholds
+            return self.classifier, {"crisis": t_crisis, "concern": t_concern, "context": self.context_floor}, "classifier"
+        if english and not self.use_only:
+            from mascot.safety.multilingual import StackedScorer
+
+            return StackedScorer(self.classifier, layer), layer.thresholds(True), "classifier"
+        return layer, layer.thresholds(False), "multilingual"
 
     @property
     def thresholds(self) -> tuple[float, float]:
@@ -190,31 +260,34 @@ class CrisisDetector:
         gray = "" if english else match_concern(clean)
         if not self.use_classifier:
             return _result(CONCERN, 0.0, "pattern-concern", gray) if gray else _result(NONE, 0.0, "pattern")
-        result = self._classified(clean, history, judge)
-        if not english and result.tier == CRISIS and result.layer != "llm":
+        scorer, thresholds, layer = self.scorer(english)
+        result = self._classified(clean, history, judge, scorer, thresholds, layer, english)
+        if not english and result.tier == CRISIS and layer == "classifier" and result.layer != "llm":
             # the classifier reads English; outside it, its crisis reading is only a concern (mascot.safety.language)
             return _result(CONCERN, result.score, "classifier-language")
         if gray and result.tier == NONE:
             return _result(CONCERN, result.score, "pattern-concern", gray)
         return result
 
-    def _classified(self, clean: str, history: list[str], judge: LLMGrayZoneJudge | None) -> CrisisResult:
-        """The classifier and context layers' decision on a message no pattern matched."""
+    def _classified(self, clean: str, history: list[str], judge: LLMGrayZoneJudge | None, scorer,  # type: ignore[no-untyped-def]
+                    thresholds: dict[str, float], layer: str, english: bool) -> CrisisResult:
+        """The classifier and context layers' decision on a message no pattern matched, by `scorer` against
+        `thresholds` (`scorer(english)`)."""
         previous = [clip(t) for t in history[-(CONTEXT_TURNS - 1) :] if t and has_words(t)]
         if not has_words(clean) and not previous:
             return _result(NONE, 0.0, "empty")
-        t_crisis, t_concern = self.thresholds
-        floor = self.context_floor
+        t_crisis, t_concern, floor = thresholds["crisis"], thresholds["concern"], thresholds["context"]
         # Each earlier turn alone (cached: each was scored when it was the latest message).
-        s_turns = [float(v) for v in self.classifier.score(previous)] if previous else []
+        s_turns = [float(v) for v in scorer.score(previous)] if previous else []
         msg = clean if has_words(clean) else ""
         if not s_turns or max(s_turns) < floor:
             # No earlier turn is even faintly suspicious alone: they can neither raise nor explain away this
             # message, so it is decided alone (one encoder pass instead of a batch of three).
-            s_msg = float(self.classifier.score([msg])[0])
+            s_msg = float(scorer.score([msg])[0])
             tier = CRISIS if s_msg >= t_crisis else CONCERN if s_msg >= t_concern else NONE
             norm = normalise(clean)
-            harmless_words = tier != NONE and not HARM_WORDS.search(norm)
+            # the short, plan and indecision rules read English words: elsewhere the scores decide
+            harmless_words = english and tier != NONE and not HARM_WORDS.search(norm)
             if harmless_words and len(clean.split()) <= SHORT_WORDS:
                 if tier == CRISIS:  # short and harmless-sounding: a persona asks instead of replacing the group
                     return _result(CONCERN, s_msg, "classifier-short")
@@ -225,23 +298,34 @@ class CrisisDetector:
                     return _result(CONCERN, s_msg, "classifier-plan")  # (see ESCALATION)
                 if INDECISION.search(norm) and not DESPAIR_WORDS.search(norm):
                     return _result(CONCERN, s_msg, "classifier-indecision")  # (see INDECISION)
-            return _result(tier, s_msg, "classifier")
+            if english and tier == CRISIS and not OWN_RISK.search(norm):
+                if GRIEF.search(norm):
+                    return _result(CONCERN, s_msg, "classifier-grief")  # someone else's death (see GRIEF)
+                if IDIOMS.search(norm):
+                    rest = IDIOMS.sub(" ", norm)
+                    plain = not HARM_WORDS.search(rest) and not DESPAIR_WORDS.search(rest)
+                    return _result(NONE if plain else CONCERN, s_msg, "classifier-idiom")  # (see IDIOMS)
+                if EVERYDAY_END.search(norm):
+                    return _result(CONCERN, s_msg, "classifier-everyday")  # (see EVERYDAY_END)
+            return _result(tier, s_msg, layer)
         window = "\n".join([*previous, clean])
         earlier = "\n".join(clip(t) for t in history[-CONTEXT_TURNS:] if t and has_words(t))
-        s_msg, s_win, s_prev = (float(v) for v in self.classifier.score([msg, window, earlier]))
+        s_msg, s_win, s_prev = (float(v) for v in scorer.score([msg, window, earlier]))
         if s_msg >= t_crisis and s_win >= floor:  # the context does not explain it away
-            return _result(CRISIS, s_msg, "classifier")
+            return _result(CRISIS, s_msg, layer)
         if max(s_turns) >= t_concern and ESCALATION.search(normalise(clean)):  # ideation, then a plan or means
             return _result(CRISIS, max(s_turns), "context")
         if s_win >= t_crisis and s_msg >= floor:  # read with the earlier turns, this message is a crisis
             return _result(CRISIS, s_win, "context")
+        if s_prev >= t_crisis and english and INDECISION.search(normalise(clean)):
+            return _result(CRISIS, s_prev, "context")  # "should I even try?" right after ideation: giving up
         if max(s_msg, s_win) >= t_concern:  # either reading is in the gray zone
             if judge is not None and judge.confirms_crisis([*previous, clean]):
                 return _result(CRISIS, max(s_msg, s_win), "llm")
-            return _result(CONCERN, max(s_msg, s_win), "classifier" if s_msg >= s_win else "context")
+            return _result(CONCERN, max(s_msg, s_win), layer if s_msg >= s_win else "context")
         if s_prev >= t_crisis:
             return _result(CONCERN, s_prev, "context")  # right after a crisis turn, keep asking about safety
-        return _result(NONE, max(s_msg, s_win), "classifier")
+        return _result(NONE, max(s_msg, s_win), layer)
 
     # -- persona replies
     def check_reply(self, text: str | None, session_id: str = "", record: bool = True,

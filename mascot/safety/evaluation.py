@@ -14,12 +14,15 @@ import numpy as np
 
 from mascot.safety.training.data import (
     TrainingSets,
+    load_categories,
     load_context_cases,
     load_heldout_blind,
     load_heldout_distant,
+    load_heldout_fresh,
     load_heldout_large,
     load_heldout_multilingual,
     load_heldout_multilingual_confirm,
+    load_heldout_multilingual_fresh,
     load_meeting_openings,
     load_messages,
     load_ordinary,
@@ -39,7 +42,14 @@ HELDOUT_SETS = {
                              load_heldout_multilingual),
     "heldout_multilingual_confirm": ("Multilingual confirmation set (crisis_heldout_multilingual_confirm.txt; "
                                      "categories are languages)", load_heldout_multilingual_confirm),
+    "heldout_fresh": ("Fresh English held-out set, round 5 (crisis_heldout_fresh.txt)", load_heldout_fresh),
+    "heldout_multilingual_fresh": ("Fresh multilingual held-out set, round 5 (crisis_heldout_multilingual_fresh.txt; "
+                                   "categories are languages)", load_heldout_multilingual_fresh),
+    "categories": ("Category checks (crisis_categories.txt; development lines, not held out)", load_categories),
 }
+# the readings each set is measured with: the patterns alone, the round-4 detector (MiniLM; this round's
+# patterns and rules included), the USE layer alone on every message, and the shipped combination
+VARIANTS = ("patterns", "minilm", "use", "detector")
 # held out only for a model that did not train on it (the shipped one does)
 RETIRED_SET = {"heldout_retired": ("Retired held-out set (crisis_heldout_retired.txt)", lambda: load_retired_heldout("test"))}
 
@@ -84,6 +94,10 @@ def evaluate(runs: int = 200, model_root: Path | None = None) -> dict:
     test = [e for e in load_messages() if e.split == "test"]
     patterns = CrisisDetector(use_classifier=False)
     full = CrisisDetector(classifier=load_classifier("messages", model_root) if model_root else None)
+    variants = {"patterns": patterns, "detector": full,
+                "minilm": CrisisDetector(classifier=full.classifier, use_multilingual=False)}
+    if full.multilingual is not None:
+        variants["use"] = CrisisDetector(classifier=full.classifier, multilingual=full.multilingual, use_only=True)
     report: dict = {"test_size": len(test), "thresholds": {**dict(zip(("crisis", "concern"), full.thresholds)), "context": full.context_floor}}
     report["patterns"] = _measure(test, [patterns.check(e.text, record=False).tier for e in test])
     report["detector"] = _measure(test, [full.check(e.text, record=False).tier for e in test])
@@ -91,9 +105,8 @@ def evaluate(runs: int = 200, model_root: Path | None = None) -> dict:
     retired_trained = TrainingSets.of_model(full.classifier.meta).retired_heldout
     sets = {key: load() for key, (_, load) in (HELDOUT_SETS | ({} if retired_trained else RETIRED_SET)).items()}
     for key, rows in sets.items():
-        report[key] = {"test_size": len(rows),
-                       "patterns": _measure(rows, [patterns.check(e.text, record=False).tier for e in rows]),
-                       "detector": _measure(rows, [full.check(e.text, record=False).tier for e in rows])}
+        report[key] = {"test_size": len(rows)} | {
+            name: _measure(rows, [d.check(e.text, record=False).tier for e in rows]) for name, d in variants.items()}
     ordinary = [e for e in load_ordinary() if e.split == "test"]
     flagged = [full.check(e.text, record=False).tier for e in ordinary]
     report["ordinary"] = {"fpr_crisis": _rate(flagged.count("crisis"), len(ordinary)),
@@ -113,7 +126,25 @@ def evaluate(runs: int = 200, model_root: Path | None = None) -> dict:
     report["output_check"] = {"bad_replaced": _rate(sum(b for b, e in zip(blocked, replies) if e.positive), sum(e.positive for e in replies)),
                               "good_replaced": _rate(sum(b for b, e in zip(blocked, replies) if not e.positive), sum(not e.positive for e in replies))}
     report["latency_ms"] = measure_latency(full, [e.text for e in test], runs)
+    report["encoder_ms"] = encoder_costs(full, [e.text for e in test][:runs])
     return report
+
+
+def encoder_costs(detector, texts: list[str]) -> dict:  # type: ignore[no-untyped-def]
+    """Milliseconds to encode one message with each encoder alone (median and p95, each text once)."""
+    out = {}
+    encoders = {"minilm": detector.classifier.encoder.embed}
+    if detector.multilingual is not None:
+        encoders["use"] = detector.multilingual.encoder.embed
+    for name, embed in encoders.items():
+        embed(["warm-up"])
+        timings = []
+        for text in texts:
+            start = time.perf_counter()
+            embed([text])
+            timings.append((time.perf_counter() - start) * 1000)
+        out[name] = {"median": float(np.median(timings)), "p95": float(np.percentile(timings, 95)), "runs": len(timings)}
+    return out
 
 
 def measure_latency(detector, texts: list[str], runs: int) -> dict:  # type: ignore[no-untyped-def]
@@ -122,6 +153,8 @@ def measure_latency(detector, texts: list[str], runs: int) -> dict:  # type: ign
 
     detector.check("hello", BENIGN_HISTORY, record=False)  # load the model outside the timing
     detector.classifier.clear_cache()  # every message and window is encoded inside the timing
+    if detector.multilingual is not None:
+        detector.multilingual.clear_cache()
     detector.check("hello", BENIGN_HISTORY, record=False)  # ...except the earlier turns, scored on the previous turn
     timings, cpu = [], []
     for text in texts[:runs]:  # each text once: no cached score flatters the figure
@@ -136,10 +169,12 @@ def measure_latency(detector, texts: list[str], runs: int) -> dict:  # type: ign
 def print_heldout(title: str, r: dict) -> None:
     """Overall and per-category figures and the confusion matrices of one held-out set."""
     print(f"== {title}: {r['test_size']} messages ==")
-    print(f"{'':34} {'patterns alone':>34} {'full detector':>34}")
+    names = [v for v in VARIANTS if v in r]
+    titles = {"patterns": "patterns alone", "minilm": "MiniLM (round 4)", "use": "USE layer alone", "detector": "full detector"}
+    print(f"{'':34}" + "".join(f" {titles[v]:>34}" for v in names))
     for key, label in (("recall_crisis", "recall (tier crisis)"), ("recall_any", "recall (crisis or concern)"),
                        ("fpr_crisis", "false-positive rate (tier crisis)"), ("fpr_any", "FPR (crisis or concern)")):
-        print(f"{label:34} {_fmt(r['patterns']['overall'][key]):>34} {_fmt(r['detector']['overall'][key]):>34}")
+        print(f"{label:34}" + "".join(f" {_fmt(r[v]['overall'][key]):>34}" for v in names))
     print("\nPer category (95% Wilson intervals; recall for crisis categories, FPR for hard negatives):")
     print(f"{'category':22} {'metric':6} {'patterns: crisis':>30} {'detector: crisis':>30} {'detector: crisis|concern':>30}")
     for cat, m in r["detector"]["categories"].items():
@@ -177,3 +212,5 @@ def print_report(r: dict) -> None:
     lat = r["latency_ms"]
     print(f"Latency per check with two earlier turns (CPU, {lat['torch_threads']} torch thread(s), {lat['runs']} messages): "
           f"median {lat['median']:.1f} ms, p95 {lat['p95']:.1f} ms, max {lat['max']:.1f} ms wall; median {lat['cpu_median']:.1f} ms CPU")
+    for name, e in r.get("encoder_ms", {}).items():
+        print(f"Encoder {name} alone, one message: median {e['median']:.1f} ms, p95 {e['p95']:.1f} ms ({e['runs']} messages)")

@@ -30,3 +30,22 @@ def test_crisis_message_shows_safety_reply_and_no_persona(browser, port, tmp_pat
         assert fake.calls == []  # no persona (and no director) was ever asked
         assert log.tier_counts() == {"crisis": 1}
         page.screenshot(path=str(tmp_path / "safety-crisis.png"), full_page=True)
+
+
+def test_method_with_a_time_gets_the_crisis_reply_and_an_idiom_gets_the_group(browser, port, tmp_path):
+    """Round 5: a method with a time and place (no word of dying) is a crisis; "killing time" is ordinary talk."""
+    settings = Settings(data_dir=str(tmp_path), backend="fake", mode="round-robin", port=port)
+    log = SafetyLog(settings.safety_log)
+    fake = FakeBackend()
+    with served(settings, Engine(EngineConfig(backend="fake"), fake)) as base, new_page(browser) as page:
+        page.goto(f"{base}/")
+        page.locator("#msg textarea").wait_for(timeout=60_000)
+        page.locator("#msg textarea").fill("just killing time before my flight, 3 hours to go")
+        page.locator("#send").click()
+        page.locator("#chatbot .persona-name").first.wait_for(timeout=60_000)
+        assert "116 123" not in page.locator("#chatbot").inner_text()
+        page.locator("#msg textarea").fill("I'm going to crash my car into a wall on purpose on the way home tomorrow.")
+        page.locator("#send").click()
+        page.locator("#chatbot").get_by_text("116 123").wait_for(timeout=60_000)
+        assert log.tier_counts() == {"none": 1, "crisis": 1}
+        page.screenshot(path=str(tmp_path / "safety-method-idiom.png"), full_page=True)

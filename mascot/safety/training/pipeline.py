@@ -32,7 +32,8 @@ SHIP_CHOICES = ("fold", "refit")
 
 def train(cfg: FitConfig, folds: int = 3, ship: str = "fold", out_root: Path | None = None, only: str | None = None,
           sets: TrainingSets = TrainingSets(), lexical_weight: float = LEXICAL_WEIGHT) -> None:
-    """Fit the message classifier (on the training pool of `sets`) and the reply classifier, or `only` one."""
+    """Fit the message classifier (on the training pool of `sets`) and the reply classifier, or `only` one; the
+    USE layer follows the message classifier (its stack reads that classifier's out-of-fold scores)."""
     import torch
 
     torch.set_num_threads(1)
@@ -41,6 +42,10 @@ def train(cfg: FitConfig, folds: int = 3, ship: str = "fold", out_root: Path | N
                   {"training_sets": sets.as_dict()}, lexical_weight)
     if only in (None, "replies"):
         train_one("replies", load_replies(), folds, cfg, ship, out_root)
+    if only is None:
+        from mascot.safety.training.multilingual import train_multilingual
+
+        train_multilingual(folds, cfg.seed, out_root, out_root or MODEL_DIR)
 
 
 def train_one(name: str, examples: list[Example], folds: int, cfg: FitConfig, ship: str, out_root: Path | None,

