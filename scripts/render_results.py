@@ -146,6 +146,8 @@ SAFETY_SETS = (
     ("distant", ("heldout_distant", "heldout_v5")),
     ("multilingual", ("heldout_multilingual", "heldout_ml")),
     ("multilingual_confirm", ("heldout_multilingual_confirm", "heldout_ml2")),
+    ("fresh", ("heldout_fresh",)),
+    ("multilingual fresh", ("heldout_multilingual_fresh",)),
 )
 
 
@@ -155,16 +157,18 @@ def safety() -> str:
     for label, keys in SAFETY_SETS:
         part = r if not keys else next(r[k] for k in keys if k in r)
         o = part["detector"]["overall"]
-        rows.append([label, f"{part['test_size']:,}", rate_ci(o["recall_any"]), f"{o['fpr_crisis']['rate']:.3f}",
-                     rate_ci(o["fpr_any"])])
-    rows.append(["target", "", "≥ 0.97", "", "≤ 0.05"])
-    out = table(["held-out set", "lines", "recall, crisis or concern", "FPR, crisis tier", "FPR, crisis or concern"],
-                rows)
+        rows.append([label, f"{part['test_size']:,}", rate_ci(o["recall_any"]), f"{o['recall_crisis']['rate']:.3f}",
+                     f"{o['fpr_crisis']['rate']:.3f}", rate_ci(o["fpr_any"])])
+    rows.append(["target (fresh sets)", "", "≥ 0.97", "≥ 0.90", "≤ 0.05", "≤ 0.15"])
+    out = table(["held-out set", "lines", "recall, crisis or concern", "recall, crisis tier", "FPR, crisis tier",
+                 "FPR, crisis or concern"], rows)
     lat, ordinary, ctx, oc = r["latency_ms"], r["ordinary"]["fpr_any"], r["context"], r["output_check"]
     return (f"{out}\n\nEveryday scenario openings flagged: {ordinary['k']}/{ordinary['n']}. Context cases: "
             f"{ctx['correct']}/{ctx['n']}. Bad persona replies replaced: {oc['bad_replaced']['k']}/"
             f"{oc['bad_replaced']['n']} (good ones: {oc['good_replaced']['k']}/{oc['good_replaced']['n']}). "
-            f"Latency per check: median {lat['median']:.1f} ms, p95 {lat['p95']:.1f} ms. "
+            f"Latency per check: median {lat['median']:.1f} ms, p95 {lat['p95']:.1f} ms"
+            + (f" (one message through MiniLM {enc['minilm']['median']:.1f} ms, USE {enc['use']['median']:.1f} ms). "
+               if (enc := r.get("encoder_ms", {})).keys() >= {"minilm", "use"} else ". ") +
             f"Source: `{rel(SAFETY_REPORT)}`.")
 
 

@@ -78,6 +78,10 @@ INDECISION = re.compile(
     r"(?:not|never) (?:sure|certain) (?:if|whether|what|which)|i can'?t (?:decide|choose|make up my mind)|"
     r"should i (?:even |just |really )?(?:try|bother|keep|go|do|say|tell|choose|pick|take|stay|leave|quit)|"
     r"torn between|what (?:the right|the best) (?:choice|decision|thing) is)", re.I)
+# Giving up, asked right after a crisis turn ("should I even try?" after "I want to die."): a crisis, whatever the
+# message scores alone (the stack's context floor is higher than MiniLM's was).
+GIVING_UP = re.compile(r"\bshould i (?:even |just |really )?(?:try|bother|keep (?:going|trying)|go on|carry on)\b|"
+                       r"\bwhat'?s the point\b|\bwhy (?:even )?bother\b", re.I)
 DESPAIR_WORDS = re.compile(
     r"\b(?:keep going|go on|carry on|be here|here anymore|live|living|lives?|alive|exist\w*|make it|hold on|"
     r"survive|wak(?:e|ing) up|point|anymore|disappear\w*|gone|end|ending|over|escape|stop)\b", re.I)
@@ -317,8 +321,8 @@ class CrisisDetector:
             return _result(CRISIS, max(s_turns), "context")
         if s_win >= t_crisis and s_msg >= floor:  # read with the earlier turns, this message is a crisis
             return _result(CRISIS, s_win, "context")
-        if s_prev >= t_crisis and english and INDECISION.search(normalise(clean)):
-            return _result(CRISIS, s_prev, "context")  # "should I even try?" right after ideation: giving up
+        if s_prev >= t_crisis and english and GIVING_UP.search(normalise(clean)):
+            return _result(CRISIS, s_prev, "context")  # "should I even try?" right after ideation (see GIVING_UP)
         if max(s_msg, s_win) >= t_concern:  # either reading is in the gray zone
             if judge is not None and judge.confirms_crisis([*previous, clean]):
                 return _result(CRISIS, max(s_msg, s_win), "llm")

@@ -33,7 +33,8 @@ def test_crisis_message_shows_safety_reply_and_no_persona(browser, port, tmp_pat
 
 
 def test_method_with_a_time_gets_the_crisis_reply_and_an_idiom_gets_the_group(browser, port, tmp_path):
-    """Round 5: a method with a time and place (no word of dying) is a crisis; "killing time" is ordinary talk."""
+    """A method with a time and a place (no word of dying) gets the crisis reply; "killing time" gets the group's
+    replies (at most a safety question from Anchor, never the crisis reply)."""
     settings = Settings(data_dir=str(tmp_path), backend="fake", mode="round-robin", port=port)
     log = SafetyLog(settings.safety_log)
     fake = FakeBackend()
@@ -42,10 +43,13 @@ def test_method_with_a_time_gets_the_crisis_reply_and_an_idiom_gets_the_group(br
         page.locator("#msg textarea").wait_for(timeout=60_000)
         page.locator("#msg textarea").fill("just killing time before my flight, 3 hours to go")
         page.locator("#send").click()
-        page.locator("#chatbot .persona-name").first.wait_for(timeout=60_000)
-        assert "116 123" not in page.locator("#chatbot").inner_text()
+        page.locator("#chatbot .persona-name").nth(1).wait_for(timeout=60_000)  # two personas answered
+        assert "**Safety**" not in page.locator("#chatbot").inner_text() and "crisis" not in log.tier_counts()
+        asked = len(fake.calls)
         page.locator("#msg textarea").fill("I'm going to crash my car into a wall on purpose on the way home tomorrow.")
         page.locator("#send").click()
-        page.locator("#chatbot").get_by_text("116 123").wait_for(timeout=60_000)
-        assert log.tier_counts() == {"none": 1, "crisis": 1}
+        page.locator("#chatbot").get_by_text("Samaritans on").last.wait_for(timeout=60_000)
+        page.wait_for_function("() => document.querySelector('#chatbot').innerText.includes('findahelpline.com**') "
+                               "|| document.querySelector('#chatbot').innerText.includes('Elsewhere: find')")
+        assert log.tier_counts().get("crisis") == 1 and len(fake.calls) == asked  # no persona asked after the crisis
         page.screenshot(path=str(tmp_path / "safety-method-idiom.png"), full_page=True)
