@@ -240,3 +240,17 @@ def test_compare_reports_shares_and_paired_sign_tests(tmp_path):
     assert (test["wins"], test["losses"], test["ties"]) == (5, 0, 1) and test["p"] == 0.0625
     md = examples_markdown(rows, "b", "a", n=2)
     assert md.count("## s") == 2 and "[N]" in md and "[A]" in md
+
+
+def test_accept_shares_are_mean_percentages_and_nan_for_none():
+    import math
+
+    from mascot.acceptability.scorer import ReplyScore
+    from mascot.evaluation.runner import accept_shares
+
+    def score(acc: float, unacc: float) -> ReplyScore:
+        return ReplyScore(acceptability=acc, persona_fit=0.5, faults=(), p_acceptable=acc, p_unacceptable=unacc)
+
+    shares = accept_shares([score(0.2, 0.5), score(0.4, 0.1)])
+    assert shares == {"acceptable": 30.0, "unacceptable": 30.0}
+    assert all(math.isnan(v) for v in accept_shares([]).values())

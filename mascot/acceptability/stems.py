@@ -75,7 +75,7 @@ def measure_stems(backend: Backend, pack: PersonaPack, scenarios: list[Scenario]
         for stem in tqdm(candidates[persona.name], desc=persona.name, disable=not progress):
             p = dataclasses.replace(persona, stems=[stem] if stem else [])
             items = [(p, roster, d, directive) for d in dialogues for _ in range(draws)]
-            texts = speaker._draw_batch(items, seed, None, redraw=False)
+            texts = speaker.draw_batch(items, seed, None, redraw=False)
             got = scorer.score_many([(d, persona.name, t) for (_, _, d, _), t in zip(items, texts)])
             scores[stem] = [got[k * draws:(k + 1) * draws] for k in range(len(scenarios))]
             for k, (s, d) in enumerate(zip(scenarios, dialogues)):

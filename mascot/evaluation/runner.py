@@ -17,7 +17,7 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-from mascot.acceptability.scorer import AcceptabilityScorer
+from mascot.acceptability.scorer import AcceptabilityScorer, ReplyScore
 from mascot.acceptability.selection import Selector
 from mascot.backends import Backend, load_backend
 from mascot.data import Scenario, load_scenarios
@@ -121,14 +121,21 @@ def load_scorer(which: str | None) -> AcceptabilityScorer | None:
     return AcceptabilityScorer.load(which)
 
 
+def accept_shares(scores: list[ReplyScore]) -> dict[str, float]:
+    """The expected shares (0-100) of replies a person would accept / would not, over `scores` (NaN for none)."""
+    if not scores:
+        return {"acceptable": math.nan, "unacceptable": math.nan}
+    return {"acceptable": round(100 * statistics.fmean(s.p_acceptable for s in scores), 2),
+            "unacceptable": round(100 * statistics.fmean(s.p_unacceptable for s in scores), 2)}
+
+
 def accept_rounds(scorer: AcceptabilityScorer, rounds: list[Round]) -> list[list[tuple[str, dict[str, float]]]]:
     """Per round, each judged reply's expected acceptable and not-acceptable shares (0-100) by the scorer."""
     flat = [(i, p.name, d, text) for i, r in enumerate(rounds) for p, d, text in r.judged]
     scores = scorer.score_many([(d, name, text) for _, name, d, text in flat])
     out: list[list[tuple[str, dict[str, float]]]] = [[] for _ in rounds]
     for (i, name, _, _), s in zip(flat, scores):
-        out[i].append((name, {"acceptable": round(100 * s.p_acceptable, 2),
-                              "unacceptable": round(100 * s.p_unacceptable, 2)}))
+        out[i].append((name, accept_shares([s])))
     return out
 
 
@@ -138,10 +145,7 @@ def accept_dialogues(scorer: AcceptabilityScorer, dialogues: list[Dialogue], per
     items = [(Dialogue(d.turns[:k], d.situation, d.emotion), t.speaker, t.text)
              for d in dialogues for k, t in enumerate(d.turns) if t.speaker in personas and t.text.strip()]
     scores = scorer.score_many(items)
-    if not scores:
-        return {"acceptable": math.nan, "unacceptable": math.nan, "replies": 0}
-    return {"acceptable": round(100 * statistics.fmean(s.p_acceptable for s in scores), 2),
-            "unacceptable": round(100 * statistics.fmean(s.p_unacceptable for s in scores), 2), "replies": len(scores)}
+    return {**accept_shares(scores), "replies": len(scores)}
 
 
 def run_eval(cfg: EvalConfig, backend: Backend | None = None, judge: Judge | None = None) -> dict[str, Any]:

@@ -163,7 +163,7 @@ class Speaker:
         draw j of an item starts from the persona's stem for seed + j."""
         n = self.best_of
         expanded = [item for item in items for _ in range(n)]
-        drawn = self._draw_batch(expanded, seed, params, redraw=False, stem_offsets=list(range(n)) * len(items))
+        drawn = self.draw_batch(expanded, seed, params, redraw=False, stem_offsets=list(range(n)) * len(items))
         out = []
         for k, (persona, _roster, dialogue, _d) in enumerate(items):
             texts = drawn[k * n:(k + 1) * n]
@@ -184,10 +184,14 @@ class Speaker:
         selection on, `best_of` draws per item and the selector's choice, as `stream` shows it."""
         if self.selecting:
             return self.select_batch(items, seed, params, infos)
-        return self._draw_batch(items, seed, params, redraw=True)
+        return self.draw_batch(items, seed, params, redraw=True)
 
-    def _draw_batch(self, items: list[tuple[Persona, list[Persona], Dialogue, Directive | None]], seed: int | None,
-                    params: GenerationParams | None, redraw: bool, stem_offsets: list[int] | None = None) -> list[str]:
+    def draw_batch(self, items: list[tuple[Persona, list[Persona], Dialogue, Directive | None]], seed: int | None,
+                   params: GenerationParams | None = None, redraw: bool = True,
+                   stem_offsets: list[int] | None = None) -> list[str]:
+        """One draw per item, no selection: one backend call per adapter and stem group. Item i starts from the
+        persona's stem for seed + `stem_offsets[i]` (default 0); with `redraw`, a draw that opens with meta talk,
+        is a fragment or copies an earlier turn is drawn again, up to META_REDRAWS times (as `stream` does)."""
         params = (params or self.params).with_(seed=seed)
         offsets = stem_offsets or [0] * len(items)
         stem = [self.stem_for(persona, (seed or 0) + k) for (persona, *_), k in zip(items, offsets)]  # stem(None) is stem(0)
