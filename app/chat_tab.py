@@ -146,6 +146,14 @@ class ChatHandlers:
         preview = render(session) + [{"role": "user", "content": html.escape(clean)}]
         return "", preview, session, clean, ""
 
+    def restore_unsent(self, pending_text: str | None, session: ChatSession) -> tuple[Any, list[dict[str, Any]]]:
+        """After a failed `respond` (the group busy, the server full): a message that never reached the dialogue
+        goes back into the box and leaves the chat, so the person sends it again without retyping it."""
+        users = [t.text for t in session.dialogue.turns if t.is_user]
+        if not pending_text or (users and users[-1] == pending_text):
+            return gr.update(), gr.update()  # it was sent: the group's partial turn stays as it is
+        return pending_text, render(session)
+
     def respond(self, pending_text: str | None, session: ChatSession, mode: str, max_speakers: int,
                 manual_pick: list[str] | None, use_adapters: bool,
                 request: gr.Request | None = None) -> Iterator[tuple[list[dict[str, Any]], ChatSession]]:
@@ -370,8 +378,9 @@ def render_chat_tab(engine: Engine, settings: Settings) -> ChatHandlers:
     settings_inputs = [mode, max_speakers, manual_pick, use_adapters]
     submit_args = dict(fn=h.submit, inputs=[msg, state], outputs=[msg, chatbot, state, pending, notice], queue=False)
     respond_args = dict(fn=h.respond, inputs=[pending, state, *settings_inputs], outputs=[chatbot, state])
-    msg.submit(**submit_args).then(**respond_args)
-    send.click(**submit_args).then(**respond_args)
+    restore_args = dict(fn=h.restore_unsent, inputs=[pending, state], outputs=[msg, chatbot], queue=False)
+    msg.submit(**submit_args).then(**respond_args).failure(**restore_args)
+    send.click(**submit_args).then(**respond_args).failure(**restore_args)
     stop.click(h.stop, [state], None, queue=False)
 
     def regenerate(s: ChatSession, m: str, k: int, pick: list[str], ad: bool, request: gr.Request):

@@ -11,6 +11,7 @@ import pytest
 from app.chat_tab import ChatHandlers, render
 from app.settings import Settings
 from mascot.backends.fake import FakeBackend
+from mascot.group.dialogue import Turn
 from mascot.group.engine import Engine, EngineConfig
 
 
@@ -165,3 +166,11 @@ def test_annotate_only_and_auth(port, tmp_path):
         server.should_exit = True
     with pytest.raises(ValueError, match="USER:PASSWORD"):
         Settings(auth="nocolon").auth_pair()
+
+
+def test_restore_unsent_puts_a_refused_message_back_and_leaves_a_sent_one(handlers):
+    session = handlers.new_session()
+    box, chat = handlers.restore_unsent("I failed my exam.", session)
+    assert box == "I failed my exam." and "I failed my exam." not in str(chat)
+    session.dialogue.add(Turn("user", "I failed my exam."))
+    assert handlers.restore_unsent("I failed my exam.", session) == (gr.update(), gr.update())

@@ -51,3 +51,30 @@ def test_empty_message_shows_notice_and_sends_nothing(browser, port, tmp_path):
         page.locator("#send").click()
         page.locator("#notice").get_by_text("Your message is empty").wait_for(timeout=15_000)
         assert fake.calls == [] and page.locator("#chatbot .persona-name").count() == 0
+
+
+def test_a_message_refused_as_busy_returns_to_the_box(browser, port, tmp_path):
+    """Two tabs of one client: while the first tab's turn runs, the second tab's message is refused as busy and
+    comes back into its box (and leaves its chat), so the person sends it again without retyping it."""
+    import time
+
+    from mascot.backends.fake import echo_responder
+
+    def slow(messages, params, adapter):  # type: ignore[no-untyped-def]
+        time.sleep(1.5)
+        return echo_responder(messages, params, adapter)
+
+    settings = Settings(data_dir=str(tmp_path), backend="fake", mode="round-robin", port=port)
+    engine = Engine(EngineConfig(backend="fake"), FakeBackend(responder=slow))
+    with served(settings, engine) as base, new_page(browser) as first, new_page(browser) as second:
+        for page in (first, second):
+            page.goto(f"{base}/")
+            page.locator("#msg textarea").wait_for(timeout=60_000)
+        first.locator("#msg textarea").fill("My sister moved abroad and the flat is so quiet.")
+        first.locator("#send").click()
+        first.locator("#chatbot .persona-name").first.wait_for(timeout=60_000)  # its turn is running
+        text = "I keep thinking about the exam I failed."
+        second.locator("#msg textarea").fill(text)
+        second.locator("#send").click()
+        second.wait_for_function(f"() => document.querySelector('#msg textarea').value === {text!r}", timeout=30_000)
+        assert text not in second.locator("#chatbot").inner_text()  # the unsent message left the chat
