@@ -112,20 +112,27 @@ def served_paths(value: Any) -> list[str]:
 
 
 class Tally:
-    """Crafted requests tried and refused, per kind; must stay equal (every attack refused)."""
+    """Crafted requests tried and refused, per kind and per server mode (`mode`, set for each test by
+    `tests/test_security_live.py`); tried and refused must stay equal (every attack refused)."""
 
     def __init__(self) -> None:
+        self.mode = "in process"
         self.tried: Counter[str] = Counter()
         self.refused: Counter[str] = Counter()
+        self.mode_tried: Counter[str] = Counter()
+        self.mode_refused: Counter[str] = Counter()
 
     def record(self, kind: str, refused: bool) -> bool:
         self.tried[kind] += 1
         self.refused[kind] += int(refused)
+        self.mode_tried[self.mode] += 1
+        self.mode_refused[self.mode] += int(refused)
         return refused
 
     def summary(self) -> dict[str, Any]:
         kinds = sorted(self.tried)
         return {"tried": sum(self.tried.values()), "refused": sum(self.refused.values()),
+                "by_mode": {m: {"tried": self.mode_tried[m], "refused": self.mode_refused[m]} for m in sorted(self.mode_tried)},
                 "by_kind": {k: {"tried": self.tried[k], "refused": self.refused[k]} for k in kinds}}
 
     def write(self) -> None:

@@ -137,6 +137,15 @@ def report() -> Iterator[None]:
     TALLY.write()
 
 
+@pytest.fixture(autouse=True)
+def tally_mode(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Count each test's crafted requests under its server's mode (tests that start their own server: "own server")."""
+    callspec = getattr(request.node, "callspec", None)
+    TALLY.mode = callspec.params["live"] if callspec is not None and "live" in callspec.params else "own server"
+    yield
+    TALLY.mode = "in process"
+
+
 def leaked(text: str, target: str) -> bool:
     """Whether a response body shows the content of `target` (canary text, passwd, env, cmdline)."""
     return CANARY_TEXT in text or (target == "/etc/passwd" and "root:x:0:0" in text) or (
