@@ -20,6 +20,7 @@ from typing import Any
 import gradio as gr
 
 from app.chat_limits import ChatLimits, stop_flag
+from app.chat_render import render
 from app.public_input import clean_history, load_public_pack, registered_packs
 from app.settings import Settings
 from mascot.errors import MascotError
@@ -27,9 +28,8 @@ from mascot.group.chat import CrisisEvent, DirectiveEvent, TokenEvent, TurnEvent
 from mascot.group.dialogue import Dialogue, Directive
 from mascot.group.director import DIRECTOR_MODES
 from mascot.group.engine import Engine
-from mascot.group.personas import Persona, PersonaPack, list_packs, pack_from_dict
+from mascot.group.personas import PersonaPack, list_packs, pack_from_dict
 from mascot.group.transcripts import to_json, to_markdown
-from mascot.safety.responses import CRISIS_SPEAKER
 from mascot.settings import REPLY_MODES
 
 log = logging.getLogger(__name__)
@@ -58,46 +58,6 @@ class ChatSession:
 def stop_key(session: ChatSession, request: gr.Request | None = None) -> str:
     """Which stream a Stop click ends (gr.State copies share an id, so prefer the browser's session hash)."""
     return getattr(request, "session_hash", None) or session.session_id
-
-
-# ------------------------------------------------------------------ rendering
-def _persona_label(p: Persona | None, name: str) -> str:
-    if name == CRISIS_SPEAKER:
-        return '<span style="color:#b91c1c;font-weight:700">🛟 Safety</span>'
-    if p is None:
-        return f"<b>{html.escape(name)}</b>"
-    return (f'<span class="persona-name" style="color:{html.escape(p.color)};font-weight:700">'
-            f"{html.escape(p.avatar)} {html.escape(p.name)}</span> <small>· {html.escape(p.role)}</small>")
-
-
-def _directive_message(d: Directive, source: str = "") -> dict[str, Any]:
-    via = f" ({source})" if source and source not in ("prompted", "trained") else ""
-    return {"role": "assistant", "content": f"**Action:** {html.escape(d.action)}  \n**Tone:** {html.escape(d.tone)}",
-            "metadata": {"title": f"🎬 Director → {html.escape(d.speaker)}{via}", "status": "done"}}
-
-
-def _persona_message(pack: PersonaPack, speaker: str, text: str, pending: bool = False) -> dict[str, Any]:
-    p = next((x for x in pack.personas if x.name == speaker), None)
-    body = html.escape(text) + (" ▍" if pending else "")
-    return {"role": "assistant", "content": f"{_persona_label(p, speaker)}\n\n{body}"}
-
-
-def render(session: ChatSession, pending: tuple[str, str] | None = None,
-           pending_directive: tuple[Directive, str] | None = None) -> list[dict[str, Any]]:
-    """Chatbot messages for the dialogue (plus an in-progress reply). All text is HTML-escaped."""
-    msgs: list[dict[str, Any]] = []
-    for t in session.dialogue.turns:
-        if t.is_user:
-            msgs.append({"role": "user", "content": html.escape(t.text)})
-            continue
-        if t.directive is not None:
-            msgs.append(_directive_message(t.directive, str(t.meta.get("source", ""))))
-        msgs.append(_persona_message(session.pack, t.speaker, t.text + (" ⏹" if t.meta.get("stopped") else "")))
-    if pending_directive is not None:
-        msgs.append(_directive_message(*pending_directive))
-    if pending is not None:
-        msgs.append(_persona_message(session.pack, pending[0], pending[1], pending=True))
-    return msgs
 
 
 # ------------------------------------------------------------------ handlers
@@ -147,12 +107,10 @@ class ChatHandlers:
         return "", preview, session, clean, ""
 
     def restore_unsent(self, pending_text: str | None, session: ChatSession) -> tuple[Any, list[dict[str, Any]]]:
-        """After a failed `respond` (the group busy, the server full): a message that never reached the dialogue
-        goes back into the box and leaves the chat, so the person sends it again without retyping it."""
-        users = [t.text for t in session.dialogue.turns if t.is_user]
-        if not pending_text or (users and users[-1] == pending_text):
-            return gr.update(), gr.update()  # it was sent: the group's partial turn stays as it is
-        return pending_text, render(session)
+        """After a failed `respond` (busy, server full): a message that never reached the dialogue goes back into
+        the box and leaves the chat, so nobody retypes it."""
+        sent = [t.text for t in session.dialogue.turns if t.is_user][-1:] == [pending_text]
+        return (gr.update(), gr.update()) if not pending_text or sent else (pending_text, render(session))
 
     def respond(self, pending_text: str | None, session: ChatSession, mode: str, max_speakers: int,
                 manual_pick: list[str] | None, use_adapters: bool,

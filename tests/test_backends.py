@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from mascot.backends import GenerationParams, load_backend
+from mascot.backends.fake import FakeBackend
 from mascot.backends.transformers_backend import TransformersBackend
 from mascot.errors import BackendError, ConfigError
 
@@ -155,3 +156,13 @@ def test_the_llamacpp_path_imports_no_training_stack():
             "print(light, heavy)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[] []", out.stdout + out.stderr
+
+
+def test_default_generate_prefilled_calls_once_per_prefill_and_keeps_order():
+    fake = FakeBackend(responder=lambda m, p, a: f"{p.prefill}|{m[-1]['content']}|{p.seed}")
+    chats = [([{"role": "user", "content": str(i)}], stem) for i, stem in enumerate(["A", "B", "A", "C"])]
+    out = fake.generate_prefilled(chats, GenerationParams(seed=5), adapter="x")
+    assert [c.text for c in out] == ["A|0|5", "B|1|5", "A|2|5", "C|3|5"]
+    assert [c.params.prefill for c in fake.calls] == ["A", "A", "B", "C"]  # grouped: one generate per prefill
+    assert {c.adapter for c in fake.calls} == {"x"}
+    assert fake.generate_prefilled([], GenerationParams()) == []

@@ -115,6 +115,23 @@ def test_batched_generation_matches_one_at_a_time(llm):
 
 
 @pytest.mark.model
+def test_draws_from_different_prefills_in_one_call_match_one_at_a_time(llm):
+    """Best-of-N from different reply stems: one `generate_prefilled` call shares the chat's prefix, each draw
+    continues its own stem, and each matches the one-at-a-time draw with that prefill (as above: within 0.5 nats
+    at the first token where they part)."""
+    stems = ["That sounds", "It makes sense that you feel", "That sounds"]
+    params = GREEDY.with_(max_new_tokens=8)
+    batched = llm.generate_prefilled([(MSG, p) for p in stems], params)
+    single = [llm.generate([MSG], params.with_(prefill=p))[0] for p in stems]
+    assert [b.prompt_tokens for b in batched] == [s.prompt_tokens for s in single]
+    for stem, b, s in zip(stems, batched, single):
+        with_stem = params.with_(prefill=stem)
+        mine, theirs = llm.score(MSG, _at_first_divergence(llm, b.text, s.text), with_stem)
+        assert mine >= theirs - 0.5, (stem, b.text, s.text)
+    assert batched[0].text == batched[2].text  # greedy, same stem: the same draw
+
+
+@pytest.mark.model
 def test_continuous_batching_answers_more_chats_than_slots_in_order(llm, monkeypatch):
     """Six chats on four batch slots, then on a KV budget that holds only two at once: finished replies hand
     their slot (which holds the shared card) to the next chat, and every chat gets its own reply, in order, as

@@ -87,6 +87,22 @@ class Backend(ABC):
     ) -> list[Completion]:
         """Generate one completion per chat in `batch` (batched where the backend can)."""
 
+    def generate_prefilled(
+        self, batch: Sequence[tuple[Messages, str]], params: GenerationParams, adapter: str | None = None
+    ) -> list[Completion]:
+        """One completion per (chat, prefill): like `generate`, but each chat starts its assistant message from its
+        own prefill (best-of-N draws from different reply stems). The default makes one `generate` call per
+        distinct prefill (each with `params.seed`, as separate calls would); backends that batch prompts with
+        different tails override it with one call."""
+        out: list[Completion | None] = [None] * len(batch)
+        groups: dict[str, list[int]] = {}
+        for i, (_, prefill) in enumerate(batch):
+            groups.setdefault(prefill, []).append(i)
+        for prefill, idx in groups.items():
+            for i, c in zip(idx, self.generate([batch[i][0] for i in idx], params.with_(prefill=prefill), adapter)):
+                out[i] = c
+        return [c for c in out if c is not None]
+
     def stream(
         self, messages: Messages, params: GenerationParams, adapter: str | None = None
     ) -> Iterator[str]:

@@ -159,7 +159,7 @@ class Speaker:
         params: GenerationParams | None = None,
         infos: list[dict[str, object] | None] | None = None,
     ) -> list[str]:
-        """`best_of` draws per item in batched calls (one per adapter and stem), each item's best by the selector;
+        """`best_of` draws per item in batched calls (one per adapter), each item's best by the selector;
         draw j of an item starts from the persona's stem for seed + j."""
         n = self.best_of
         expanded = [item for item in items for _ in range(n)]
@@ -180,7 +180,7 @@ class Speaker:
         params: GenerationParams | None = None,
         infos: list[dict[str, object] | None] | None = None,
     ) -> list[str]:
-        """Batched replies, one backend call per adapter and stem group (used by rollouts and evaluation); with
+        """Batched replies, one backend call per adapter (used by rollouts and evaluation); with
         selection on, `best_of` draws per item and the selector's choice, as `stream` shows it."""
         if self.selecting:
             return self.select_batch(items, seed, params, infos)
@@ -189,26 +189,26 @@ class Speaker:
     def draw_batch(self, items: list[tuple[Persona, list[Persona], Dialogue, Directive | None]], seed: int | None,
                    params: GenerationParams | None = None, redraw: bool = True,
                    stem_offsets: list[int] | None = None) -> list[str]:
-        """One draw per item, no selection: one backend call per adapter and stem group. Item i starts from the
+        """One draw per item, no selection: one backend call per adapter (`generate_prefilled`). Item i starts from the
         persona's stem for seed + `stem_offsets[i]` (default 0); with `redraw`, a draw that opens with meta talk,
         is a fragment or copies an earlier turn is drawn again, up to META_REDRAWS times (as `stream` does)."""
         params = (params or self.params).with_(seed=seed)
         offsets = stem_offsets or [0] * len(items)
         stem = [self.stem_for(persona, (seed or 0) + k) for (persona, *_), k in zip(items, offsets)]  # stem(None) is stem(0)
         out: list[str] = [""] * len(items)
-        groups: dict[tuple[str | None, str], list[int]] = {}
+        groups: dict[str | None, list[int]] = {}
         for i, (persona, *_rest) in enumerate(items):
-            groups.setdefault((self.adapter_for(persona), stem[i]), []).append(i)
+            groups.setdefault(self.adapter_for(persona), []).append(i)
         earlier = [earlier_turns(dialogue) for _, _, dialogue, _ in items]
         ranks: list[tuple[bool, bool, bool, int]] = [_draw_rank("", e) for e in earlier]
-        for (adapter, prefill), idx in groups.items():
+        for adapter, idx in groups.items():
             # as in `stream`: meta talk from the start, a fragment or a copy of an earlier turn is drawn again
             for attempt in range(META_REDRAWS + 1 if redraw else 1):
-                chats = [self.messages(*items[i]) for i in idx]
+                chats = [(self.messages(*items[i]), stem[i]) for i in idx]  # each draw from its own stem, one call
                 redo = []
-                for i, c in zip(idx, self.backend.generate(chats, params.with_(seed=_redraw_seed(seed, attempt),
-                                                                               prefill=prefill), adapter=adapter)):
-                    kept = finalize_reply(join_stem(prefill, c.text), items[i][0], items[i][1])
+                for i, c in zip(idx, self.backend.generate_prefilled(
+                        chats, params.with_(seed=_redraw_seed(seed, attempt)), adapter=adapter)):
+                    kept = finalize_reply(join_stem(stem[i], c.text), items[i][0], items[i][1])
                     rank = _draw_rank(kept, earlier[i])
                     if attempt == 0 or rank > ranks[i]:
                         out[i], ranks[i] = kept, rank

@@ -43,7 +43,8 @@ def test_method_with_a_time_gets_the_crisis_reply_and_an_idiom_gets_the_group(br
         page.locator("#msg textarea").wait_for(timeout=60_000)
         page.locator("#msg textarea").fill("just killing time before my flight, 3 hours to go")
         page.locator("#send").click()
-        page.locator("#chatbot .persona-name").nth(1).wait_for(timeout=60_000)  # two personas answered
+        page.locator("#chatbot .persona-name").nth(2).wait_for(timeout=60_000)  # the three personas answered
+        page.wait_for_function("() => !document.querySelector('#chatbot').innerText.includes('▍')", timeout=60_000)
         assert "**Safety**" not in page.locator("#chatbot").inner_text() and "crisis" not in log.tier_counts()
         asked = len(fake.calls)
         page.locator("#msg textarea").fill("I'm going to crash my car into a wall on purpose on the way home tomorrow.")

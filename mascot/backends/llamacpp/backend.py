@@ -192,7 +192,18 @@ class LlamaCppBackend(ChatTemplate, KVContexts, TokenLoop, Scoring, ThreadCalibr
         if len(batch) == 1:
             text, n_prompt, n_out, finish, tokens = self._single(batch[0], params, adapter, stream=False).__next__()
             return [Completion(text, n_prompt, n_out, finish, tokens)]
-        prompts = [self._prompt(m, params) for m in batch]
+        return self._generate_tokens([self._prompt(m, params) for m in batch], params, adapter)
+
+    def generate_prefilled(self, batch: Sequence[tuple[Messages, str]], params: GenerationParams,
+                           adapter: str | None = None) -> list[Completion]:
+        """Chats with their own prefills in one batched call: the prompts share their common prefix in the KV
+        cache and differ only in their tails (best-of-N draws from different reply stems cost one call)."""
+        if len(batch) <= 1:
+            return [c for m, p in batch for c in self.generate([m], params.with_(prefill=p), adapter)]
+        return self._generate_tokens([self._prompt(m, params.with_(prefill=p)) for m, p in batch], params, adapter)
+
+    def _generate_tokens(self, prompts: list[list[int]], params: GenerationParams, adapter: str | None) -> list[Completion]:
+        """`generate` on token prompts: continuous batching on the batch context, the common prefix shared."""
         results: list[Completion | None] = [None] * len(prompts)
         with self._lock:
             _, ctx, mem, lbatch = self._batch_context()
