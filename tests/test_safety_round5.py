@@ -136,3 +136,14 @@ def test_a_use_layer_that_cannot_load_leaves_the_other_layers_checking(broken_us
     assert "could not load" in caplog.text
     assert d.multilingual is None and "failed to load" in multilingual.status()
     assert d.check("хочу умереть", record=False).layer == "pattern"  # patterns still check every language
+
+
+@pytest.mark.train  # difflib over about a thousand lines against every held-out line: minutes on a CPU
+def test_use_layer_training_lines_are_far_from_held_out_lines():
+    """The USE head's own training lines (round 5, English and multilingual) are no copy or near-paraphrase
+    (difflib >= 0.75) of any held-out line or category check."""
+    from mascot.safety.training.data import held_out_messages, load_train_multilingual, load_train_round5, near_held_out
+
+    lines = load_train_round5() + load_train_multilingual()
+    assert not {e.text for e in held_out_messages()} & {e.text for e in lines}
+    assert near_held_out(lines) == []
