@@ -15,7 +15,7 @@ import hashlib
 import json
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -84,6 +84,35 @@ def _merge(folder: Path, base: Path, cached: Path) -> None:
     tmp.replace(cached)
 
 
+class ScoreCache:
+    """Scores per text, computed once by `compute` (a batch of distinct non-empty texts -> one float each) and kept
+    (the previous turns' window is scored once); empty texts score 0. Thread-safe; cleared when it outgrows
+    CACHE_SIZE."""
+
+    def __init__(self, compute: Callable[[list[str]], list[float]], dtype: type = np.float32) -> None:
+        self._compute = compute
+        self._dtype = dtype
+        self._lock = threading.Lock()
+        self._cache: dict[str, float] = {}
+
+    def score(self, texts: Sequence[str]) -> np.ndarray:
+        out = np.zeros(len(texts), self._dtype)
+        with self._lock:
+            todo = sorted({t for t in texts if t and t.strip() and t not in self._cache})
+            if todo:
+                scores = self._compute(todo)
+                if len(self._cache) + len(todo) > CACHE_SIZE:
+                    self._cache.clear()
+                self._cache.update(zip(todo, scores))
+            for i, t in enumerate(texts):
+                out[i] = self._cache.get(t, 0.0) if t and t.strip() else 0.0
+        return out
+
+    def clear(self) -> None:
+        with self._lock:
+            self._cache.clear()
+
+
 class Classifier:
     """A fine-tuned classifier ready to score texts: merged encoder (numpy, `mascot.safety.encoder`) + head."""
 
@@ -100,12 +129,10 @@ class Classifier:
         # classifier without a lexical file (the reply classifier) scores with the encoder alone
         self.lexical = LexicalModel.load(root / name)
         self.lexical_weight = float(self.meta.get("lexical_weight", 0.5)) if self.lexical else 0.0
-        self._lock = threading.Lock()
-        self._cache: dict[str, float] = {}  # text -> score: the previous turns' window is scored once
+        self._scores = ScoreCache(self._compute, np.float32)
 
     def clear_cache(self) -> None:
-        with self._lock:
-            self._cache.clear()
+        self._scores.clear()
 
     def encoder_scores(self, texts: Sequence[str]) -> np.ndarray:
         """The encoder's probability for each (non-empty) text, without the lexical model or the cache."""
@@ -114,20 +141,13 @@ class Classifier:
 
     def score(self, texts: Sequence[str]) -> np.ndarray:
         """Probability of the positive class for each text (empty texts score 0); cached per text."""
-        out = np.zeros(len(texts), np.float32)
-        with self._lock:
-            todo = sorted({t for t in texts if t and t.strip() and t not in self._cache})
-            if todo:
-                scores = self.encoder_scores(todo)
-                if self.lexical is not None:
-                    scores = combine(scores, self.lexical.predict(todo), self.lexical_weight)
-                scores = scores.tolist()
-                if len(self._cache) + len(todo) > CACHE_SIZE:
-                    self._cache.clear()
-                self._cache.update(zip(todo, scores))
-            for i, t in enumerate(texts):
-                out[i] = self._cache.get(t, 0.0) if t and t.strip() else 0.0
-        return out
+        return self._scores.score(texts)
+
+    def _compute(self, texts: list[str]) -> list[float]:
+        scores = self.encoder_scores(texts)
+        if self.lexical is not None:
+            scores = combine(scores, self.lexical.predict(texts), self.lexical_weight)
+        return scores.tolist()
 
 
 @functools.lru_cache(maxsize=4)

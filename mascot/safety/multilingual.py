@@ -24,7 +24,8 @@ from pathlib import Path
 import numpy as np
 
 from mascot.errors import ConfigError
-from mascot.safety.classifier import CACHE_SIZE, MODEL_DIR
+from mascot.safety.classifier import MODEL_DIR, ScoreCache
+from mascot.safety.lexical import combine
 
 log = logging.getLogger(__name__)
 
@@ -33,18 +34,14 @@ DIM = 512
 BLAS_THREADS = 1  # as the MiniLM pass (mascot.safety.encoder): a second thread waits on the chat's model
 
 
-def logit(p: np.ndarray) -> np.ndarray:
-    p = np.clip(np.asarray(p, np.float64), 1e-6, 1 - 1e-6)
-    return np.log(p / (1 - p))
-
-
 def sigmoid(z: np.ndarray) -> np.ndarray:
     return 1.0 / (1.0 + np.exp(-np.asarray(z, np.float64)))
 
 
 def stack(minilm: np.ndarray, use: np.ndarray, use_weight: float) -> np.ndarray:
-    """The English stack: the weighted mean of the two layers' scores in logit space, as a probability."""
-    return sigmoid((1.0 - use_weight) * logit(minilm) + use_weight * logit(use))
+    """The English stack: the weighted mean of the two layers' scores in logit space, as a probability (the
+    same logit mean that joins MiniLM and the n-gram model, `mascot.safety.lexical.combine`)."""
+    return combine(minilm, use, use_weight)
 
 
 class UseEncoder:
@@ -86,30 +83,21 @@ class MultilingualLayer:
                               f"{DIM}-d encoder: retrain with `python -m mascot safety train --only multilingual`.")
         self.use_weight = float(self.meta["use_weight"])
         self.encoder = encoder or UseEncoder()
-        self._lock = threading.Lock()
-        self._cache: dict[str, float] = {}
+        self._scores = ScoreCache(self._compute, np.float64)
 
     def thresholds(self, english: bool) -> dict[str, float]:
         """crisis / concern / context thresholds: the stack's for English, this layer's alone otherwise."""
         return {k: float(v) for k, v in self.meta["thresholds"]["english" if english else "other"].items()}
 
     def score(self, texts: Sequence[str]) -> np.ndarray:
-        """This layer's probability for each text (empty texts score 0)."""
-        out = np.zeros(len(texts), np.float64)
-        with self._lock:
-            todo = sorted({t for t in texts if t and t.strip() and t not in self._cache})
-            if todo:
-                z = self.encoder.embed(todo) @ self.weight + self.bias
-                if len(self._cache) + len(todo) > CACHE_SIZE:
-                    self._cache.clear()
-                self._cache.update(zip(todo, sigmoid(z).tolist()))
-            for i, t in enumerate(texts):
-                out[i] = self._cache.get(t, 0.0) if t and t.strip() else 0.0
-        return out
+        """This layer's probability for each text (empty texts score 0); cached per text."""
+        return self._scores.score(texts)
+
+    def _compute(self, texts: list[str]) -> list[float]:
+        return sigmoid(self.encoder.embed(texts) @ self.weight + self.bias).tolist()
 
     def clear_cache(self) -> None:
-        with self._lock:
-            self._cache.clear()
+        self._scores.clear()
 
 
 class StackedScorer:

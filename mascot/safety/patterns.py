@@ -83,13 +83,7 @@ def match_method_plan(text: str) -> bool:
     """Whether `text` names a method of the writer's own with a time, a place or a decision (`METHODS`, `_WHEN`),
     not governed by a negation, a past or a third-person frame in the same sentence."""
     t = normalise(text)
-    if not _WHEN.search(t):
-        return False
-    for m in METHODS.finditer(t):
-        sentence_before = re.split(r"[.!?\n]", t[max(0, m.start() - 60) : m.start()])[-1]
-        if not _GUARD.search(sentence_before):
-            return True
-    return False
+    return bool(_WHEN.search(t)) and _unguarded_hit(METHODS, t)
 
 
 # Non-English first-person phrasings, written from the languages' usual forms before the multilingual
@@ -211,13 +205,17 @@ def match_pattern(text: str) -> str:
     t = normalise(text)
     if match_method_plan(t):
         return "method-plan"
-    for name, rx in _COMPILED:
-        for m in rx.finditer(t):
-            sentence_before = re.split(r"[.!?\n]", t[max(0, m.start() - 60) : m.start()])[-1]
-            if _GUARD.search(sentence_before):
-                continue
-            return name
-    return ""
+    return next((name for name, rx in _COMPILED if _unguarded_hit(rx, t)), "")
+
+
+def _unguarded_hit(rx: re.Pattern[str], t: str) -> bool:
+    """Whether `rx` matches normalised `t` somewhere not governed by a negation, a past or a third-person frame
+    (`_GUARD`) in the same sentence before it."""
+    for m in rx.finditer(t):
+        sentence_before = re.split(r"[.!?\n]", t[max(0, m.start() - 60) : m.start()])[-1]
+        if not _GUARD.search(sentence_before):
+            return True
+    return False
 
 
 def match_concern(text: str) -> str:
