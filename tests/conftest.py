@@ -98,6 +98,18 @@ def new_page(browser: object) -> Iterator[object]:
         page.close()
 
 
+def open_chat(page: object, base: str) -> None:
+    """Open the public chat page at `base` and wait until its message box is there."""
+    page.goto(f"{base}/")  # type: ignore[attr-defined]
+    page.locator("#msg textarea").wait_for(timeout=60_000)  # type: ignore[attr-defined]
+
+
+def send_message(page: object, text: str) -> None:
+    """Type `text` into the chat's message box and press Send."""
+    page.locator("#msg textarea").fill(text)  # type: ignore[attr-defined]
+    page.locator("#send").click()  # type: ignore[attr-defined]
+
+
 @pytest.fixture(scope="session")
 def browser() -> Iterator[object]:
     """Debian's headless Chromium driven by Playwright (never a downloaded browser)."""

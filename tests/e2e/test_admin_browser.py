@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from app.settings import Settings
-from tests.conftest import new_page, served
+from tests.conftest import new_page, open_chat, served
 
 pytestmark = pytest.mark.browser
 PASSWORD = "browser-pass-123"
@@ -88,8 +88,7 @@ def test_statistics_appear_once_computed_and_train_draws_curves(browser, port, t
 
 def test_public_app_has_no_researcher_tabs(browser, base):
     with new_page(browser) as page:
-        page.goto(f"{base}/")
-        page.locator("#msg textarea").wait_for(timeout=60_000)
+        open_chat(page, base)
         body = page.inner_text("body")
         assert page.get_by_role("tab", name="Studies").count() == 0
         assert page.get_by_role("tab", name="Train").count() == 0

@@ -7,7 +7,7 @@ import pytest
 from app.settings import Settings
 from mascot.backends.fake import FakeBackend
 from mascot.group.engine import Engine, EngineConfig
-from tests.conftest import new_page, served
+from tests.conftest import new_page, open_chat, send_message, served
 
 pytestmark = pytest.mark.browser
 
@@ -24,10 +24,8 @@ def test_send_message_and_see_two_personas(browser, port, tmp_path, kind):
     dialogs: list[str] = []
     with served(settings, _engine(kind)) as base, new_page(browser) as page:
         page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
-        page.goto(f"{base}/")
-        page.locator("#msg textarea").wait_for(timeout=60_000)
-        page.locator("#msg textarea").fill("I failed my driving test <script>alert('x')</script>")
-        page.locator("#send").click()
+        open_chat(page, base)
+        send_message(page, "I failed my driving test <script>alert('x')</script>")
         bot = page.locator("#chatbot .persona-name")
         bot.nth(1).wait_for(timeout=120_000)  # the second persona's bubble
         page.wait_for_function(
@@ -45,10 +43,8 @@ def test_empty_message_shows_notice_and_sends_nothing(browser, port, tmp_path):
     settings = Settings(data_dir=str(tmp_path), backend="fake", mode="round-robin", port=port)
     fake = FakeBackend()
     with served(settings, Engine(EngineConfig(backend="fake"), fake)) as base, new_page(browser) as page:
-        page.goto(f"{base}/")
-        page.locator("#msg textarea").wait_for(timeout=60_000)
-        page.locator("#msg textarea").fill("   ")
-        page.locator("#send").click()
+        open_chat(page, base)
+        send_message(page, "   ")
         page.locator("#notice").get_by_text("Your message is empty").wait_for(timeout=15_000)
         assert fake.calls == [] and page.locator("#chatbot .persona-name").count() == 0
 
@@ -68,13 +64,10 @@ def test_a_message_refused_as_busy_returns_to_the_box(browser, port, tmp_path):
     engine = Engine(EngineConfig(backend="fake"), FakeBackend(responder=slow))
     with served(settings, engine) as base, new_page(browser) as first, new_page(browser) as second:
         for page in (first, second):
-            page.goto(f"{base}/")
-            page.locator("#msg textarea").wait_for(timeout=60_000)
-        first.locator("#msg textarea").fill("My sister moved abroad and the flat is so quiet.")
-        first.locator("#send").click()
+            open_chat(page, base)
+        send_message(first, "My sister moved abroad and the flat is so quiet.")
         first.locator("#chatbot .persona-name").first.wait_for(timeout=60_000)  # its turn is running
         text = "I keep thinking about the exam I failed."
-        second.locator("#msg textarea").fill(text)
-        second.locator("#send").click()
+        send_message(second, text)
         second.wait_for_function(f"() => document.querySelector('#msg textarea').value === {text!r}", timeout=30_000)
         assert text not in second.locator("#chatbot").inner_text()  # the unsent message left the chat

@@ -9,7 +9,7 @@ from app.settings import Settings
 from mascot.backends.fake import FakeBackend
 from mascot.group.engine import Engine, EngineConfig
 from mascot.safety.events import SafetyLog
-from tests.conftest import new_page, served
+from tests.conftest import new_page, open_chat, send_message, served
 
 pytestmark = pytest.mark.browser
 
@@ -19,10 +19,8 @@ def test_crisis_message_shows_safety_reply_and_no_persona(browser, port, tmp_pat
     log = SafetyLog(settings.safety_log)  # where the served chat records its checks
     fake = FakeBackend()
     with served(settings, Engine(EngineConfig(backend="fake"), fake)) as base, new_page(browser) as page:
-        page.goto(f"{base}/")
-        page.locator("#msg textarea").wait_for(timeout=60_000)
-        page.locator("#msg textarea").fill("I bought a rope today and I'm going to use it tonight.")
-        page.locator("#send").click()
+        open_chat(page, base)
+        send_message(page, "I bought a rope today and I'm going to use it tonight.")
         page.locator("#chatbot").get_by_text("116 123").wait_for(timeout=60_000)
         text = page.locator("#chatbot").inner_text()
         assert "Safety" in text and "988" in text and "findahelpline.com" in text
@@ -39,16 +37,13 @@ def test_method_with_a_time_gets_the_crisis_reply_and_an_idiom_gets_the_group(br
     log = SafetyLog(settings.safety_log)
     fake = FakeBackend()
     with served(settings, Engine(EngineConfig(backend="fake"), fake)) as base, new_page(browser) as page:
-        page.goto(f"{base}/")
-        page.locator("#msg textarea").wait_for(timeout=60_000)
-        page.locator("#msg textarea").fill("just killing time before my flight, 3 hours to go")
-        page.locator("#send").click()
+        open_chat(page, base)
+        send_message(page, "just killing time before my flight, 3 hours to go")
         page.locator("#chatbot .persona-name").nth(2).wait_for(timeout=60_000)  # the three personas answered
         page.wait_for_function("() => !document.querySelector('#chatbot').innerText.includes('▍')", timeout=60_000)
         assert "**Safety**" not in page.locator("#chatbot").inner_text() and "crisis" not in log.tier_counts()
         asked = len(fake.calls)
-        page.locator("#msg textarea").fill("I'm going to crash my car into a wall on purpose on the way home tomorrow.")
-        page.locator("#send").click()
+        send_message(page, "I'm going to crash my car into a wall on purpose on the way home tomorrow.")
         page.locator("#chatbot").get_by_text("Samaritans on").last.wait_for(timeout=60_000)
         page.wait_for_function("() => document.querySelector('#chatbot').innerText.includes('findahelpline.com**') "
                                "|| document.querySelector('#chatbot').innerText.includes('Elsewhere: find')")

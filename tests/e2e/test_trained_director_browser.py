@@ -8,7 +8,7 @@ import pytest
 from app.settings import Settings
 from mascot.backends.fake import FakeBackend
 from mascot.group.engine import Engine, EngineConfig
-from tests.conftest import new_page, served
+from tests.conftest import new_page, open_chat, send_message, served
 from tests.test_chat import prefer
 
 pytestmark = pytest.mark.browser
@@ -19,10 +19,8 @@ def test_one_message_gets_every_persona_in_trained_mode(browser, port, tmp_path)
     fake.add_adapter("director", str(tmp_path / "director"))  # what Engine.attach_adapters registers
     settings = Settings(data_dir=str(tmp_path), backend="fake", mode="trained", port=port)
     with served(settings, Engine(EngineConfig(backend="fake"), fake)) as base, new_page(browser) as page:
-        page.goto(f"{base}/")
-        page.locator("#msg textarea").wait_for(timeout=60_000)
-        page.locator("#msg textarea").fill("I moved to a new city and I feel lonely in the evenings.")
-        page.locator("#send").click()
+        open_chat(page, base)
+        send_message(page, "I moved to a new city and I feel lonely in the evenings.")
         bot = page.locator("#chatbot .persona-name")
         bot.nth(1).wait_for(timeout=120_000)
         page.wait_for_function("() => !document.querySelector('#chatbot').innerText.includes('▍')", timeout=120_000)
