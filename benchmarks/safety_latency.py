@@ -1,5 +1,5 @@
 """Crisis-check latency on CPU: milliseconds per `check` of one held-out message with two earlier user turns,
-the classifiers loaded once beforehand, for the round-4 detector (MiniLM alone) and the shipped one (MiniLM + USE
+the classifiers loaded once beforehand, for the detector without the USE layer (MiniLM alone) and the shipped one (MiniLM + USE
 stack), run back to back on the same machine; and each encoder alone on one message. Target: <= 20 ms median
 and p95 per message.
 

@@ -86,7 +86,7 @@ DESPAIR_WORDS = re.compile(
     r"\b(?:keep going|go on|carry on|be here|here anymore|live|living|lives?|alive|exist\w*|make it|hold on|"
     r"survive|wak(?:e|ing) up|point|anymore|disappear\w*|gone|end|ending|over|escape|stop)\b", re.I)
 
-# Grief for someone else (round 5, found by a newcomer: "My grandad's watch stopped working the week after his
+# Grief for someone else (found by a newcomer: "My grandad's watch stopped working the week after his
 # funeral ..." got the crisis reply). Decided alone, a message about another's death or its rites that says
 # nothing of the writer's own risk (`OWN_RISK`) is at most *concern*: the group answers, Anchor asks gently.
 GRIEF = re.compile(
@@ -100,7 +100,7 @@ OWN_RISK = re.compile(
     r"my (?:own )?(?:funeral|will)|if i died|i (?:could |would |might )?die|want out|won'?t be (?:long|around|here)|"
     r"go(?:ing)? through with it|do it (?:tonight|tomorrow|soon|now)|how (?:long|many|much))", re.I)
 
-# Everyday endings and idioms (round 5, written against crisis_categories.txt): the classifier reads "I want this
+# Everyday endings and idioms (written against crisis_categories.txt): the classifier reads "I want this
 # week to end", "the last of my tablets", "shoot me a message" and "killing time" as crises. Decided alone, with
 # nothing of the writer's own risk (`OWN_RISK`), an everyday ending is at most *concern*, and an idiom whose text
 # holds no other word of harm or despair once the idiom is taken out is *none*.

@@ -42,13 +42,13 @@ HELDOUT_SETS = {
                              load_heldout_multilingual),
     "heldout_multilingual_confirm": ("Multilingual confirmation set (crisis_heldout_multilingual_confirm.txt; "
                                      "categories are languages)", load_heldout_multilingual_confirm),
-    "heldout_fresh": ("Fresh English held-out set, round 5 (crisis_heldout_fresh.txt)", load_heldout_fresh),
-    "heldout_multilingual_fresh": ("Fresh multilingual held-out set, round 5 (crisis_heldout_multilingual_fresh.txt; "
+    "heldout_fresh": ("Fresh English held-out set (crisis_heldout_fresh.txt)", load_heldout_fresh),
+    "heldout_multilingual_fresh": ("Fresh multilingual held-out set (crisis_heldout_multilingual_fresh.txt; "
                                    "categories are languages)", load_heldout_multilingual_fresh),
     "categories": ("Category checks (crisis_categories.txt; development lines, not held out)", load_categories),
 }
-# the readings each set is measured with: the patterns alone, the round-4 detector (MiniLM; this round's
-# patterns and rules included), the USE layer alone on every message, and the shipped combination
+# the readings each set is measured with: the patterns alone, the detector without the USE layer (MiniLM alone,
+# with every pattern and rule), the USE layer alone on every message, and the shipped combination
 VARIANTS = ("patterns", "minilm", "use", "detector")
 # held out only for a model that did not train on it (the shipped one does)
 RETIRED_SET = {"heldout_retired": ("Retired held-out set (crisis_heldout_retired.txt)", lambda: load_retired_heldout("test"))}
@@ -170,7 +170,7 @@ def print_heldout(title: str, r: dict) -> None:
     """Overall and per-category figures and the confusion matrices of one held-out set."""
     print(f"== {title}: {r['test_size']} messages ==")
     names = [v for v in VARIANTS if v in r]
-    titles = {"patterns": "patterns alone", "minilm": "MiniLM (round 4)", "use": "USE layer alone", "detector": "full detector"}
+    titles = {"patterns": "patterns alone", "minilm": "MiniLM alone", "use": "USE layer alone", "detector": "full detector"}
     print(f"{'':34}" + "".join(f" {titles[v]:>34}" for v in names))
     for key, label in (("recall_crisis", "recall (tier crisis)"), ("recall_any", "recall (crisis or concern)"),
                        ("fpr_crisis", "false-positive rate (tier crisis)"), ("fpr_any", "FPR (crisis or concern)")):

@@ -44,7 +44,7 @@ PATTERNS: dict[str, str] = {
     "nl": r"\bik wil dood\b",
     "pl": r"\bchcę umrzeć\b",
 }
-# A method of the writer's own, said with a time, a place or a decision (round 5, written against
+# A method of the writer's own, said with a time, a place or a decision (written against
 # crisis_categories.txt, never against a held-out set): `method_plan` fires when a method below and a marker of
 # when or of intent (`_WHEN`) are in the same message, with no negation, past or third-person frame before the
 # method (`_GUARD`). A method alone ("I jumped off the pier", "took two tablets") is left to the classifier.

@@ -16,15 +16,15 @@ Labelled messages (`## <label> <category>` blocks; `crisis` or `negative`, a har
   a difflib similarity of 0.75 of any other file's): test-only, never used for training or threshold choice.
 - `crisis_heldout_multilingual.txt`, `crisis_heldout_multilingual_confirm.txt` (a second writer's, to confirm the
   first's figures): 16 languages, the language as the category; test-only.
-- `crisis_heldout_fresh.txt`, `crisis_heldout_multilingual_fresh.txt` (round 5; three blind writers each):
+- `crisis_heldout_fresh.txt`, `crisis_heldout_multilingual_fresh.txt` (three blind writers each):
   test-only.
 - `crisis_categories.txt`: the category checks the tests hold the detector to (method plus time, idioms, ...):
   development lines, never training lines.
 - `crisis_dev_multilingual.txt`: the multilingual development set the multilingual patterns were written against;
   free to read, never a held-out figure, and a training set only when asked for.
-- `crisis_train_round5.txt`: training-only lines of round 5 for the USE layer's head (methods with a time,
+- `crisis_train_use_english.txt`: training-only English lines for the USE layer's head (methods with a time,
   everyday endings, idioms, others' deaths, ...).
-- `crisis_train_multilingual.txt`: training-only lines in 16 languages for the USE layer's head (round 5).
+- `crisis_train_multilingual.txt`: training-only lines in 16 languages for the USE layer's head.
 - `crisis_train_excluded.txt`: training lines left out because they come within a difflib similarity of 0.75 of
   a held-out line; `near_held_out` finds them and a test keeps the list complete.
 
@@ -125,7 +125,7 @@ TRAIN_CONFUSABLE = "crisis_train_confusable.txt"
 TRAIN_FAREWELLS_PLANS = "crisis_train_farewells_plans.txt"
 TRAIN_EVERYDAY = "crisis_train_everyday.txt"
 TRAIN_EXCLUDED = "crisis_train_excluded.txt"
-TRAIN_ROUND5 = "crisis_train_round5.txt"
+TRAIN_USE_ENGLISH = "crisis_train_use_english.txt"
 TRAIN_MULTILINGUAL = "crisis_train_multilingual.txt"
 NEAR_CUTOFF = 0.75  # difflib ratio at which a training line counts as a paraphrase of a held-out line
 
@@ -163,15 +163,15 @@ def load_train_everyday() -> list[Example]:
     return _training_only(DATA_DIR / TRAIN_EVERYDAY)
 
 
-def load_train_round5() -> list[Example]:
-    """Training lines of round 5 (methods with a time, means, goodbyes, plans, indirect phrasings; everyday endings,
+def load_train_use_english() -> list[Example]:
+    """English training lines of the USE layer's head (methods with a time, means, goodbyes, plans, indirect phrasings; everyday endings,
     idioms, everyday messages, others' deaths, fiction, medical): the USE layer's head trains on them; the shipped
     MiniLM classifier never saw them, so its scores on them are out of sample for the stack's thresholds."""
-    return _training_only(DATA_DIR / TRAIN_ROUND5)
+    return _training_only(DATA_DIR / TRAIN_USE_ENGLISH)
 
 
 def load_train_multilingual() -> list[Example]:
-    """Multilingual training lines of round 5 (16 languages, written natively by four writers): the USE layer's
+    """Multilingual training lines of the USE layer's head (16 languages, written natively by four writers): the USE layer's
     head trains on them. Categories read `<language>/<label>`."""
     return _by_language(_training_only(DATA_DIR / TRAIN_MULTILINGUAL))
 
@@ -246,13 +246,13 @@ def load_heldout_multilingual_confirm(path: Path | None = None) -> list[Example]
 
 
 def load_heldout_fresh(path: Path | None = None) -> list[Example]:
-    """The fresh English held-out set of round 5 (three blind writers; method plus time, means, goodbyes, plans,
+    """The fresh English held-out set (three blind writers; method plus time, means, goodbyes, plans,
     indirect phrasings; idioms, everyday endings, others' deaths among the negatives): test-only."""
     return _test_only(path or DATA_DIR / HELDOUT_FRESH)
 
 
 def load_heldout_multilingual_fresh(path: Path | None = None) -> list[Example]:
-    """The fresh multilingual held-out set of round 5 (16 languages, three blind writers): test-only.
+    """The fresh multilingual held-out set (16 languages, three blind writers): test-only.
     Categories read `<language>/<label>`."""
     return _by_language(_test_only(path or DATA_DIR / HELDOUT_MULTILINGUAL_FRESH))
 

