@@ -152,6 +152,15 @@ def test_stems_start_the_reply(es_pack):
     assert turn.text.startswith(anchor.stem(0))
 
 
+def test_a_reflection_stem_starts_the_reply_from_the_users_words(es_pack):
+    import dataclasses
+
+    anchor = dataclasses.replace(es_pack.get("Anchor"), stems=["So {situation}. That", "That sounds"])
+    group = GroupChat(load_backend("fake"), [anchor], mode="round-robin", policy=OFFLINE, stems=True)
+    assert group.run(Dialogue(), "My dog died last night.", seed=0)[-1].text.startswith("So your dog died last night. That")
+    assert group.run(Dialogue(), "Hello.", seed=0)[-1].text.startswith("That sounds")  # nothing to reflect
+
+
 def test_careful_draws_start_from_different_stems_and_the_selector_sees_each(es_pack):
     anchor = es_pack.get("Anchor")
     seen: list[list[str]] = []

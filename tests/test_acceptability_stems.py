@@ -68,3 +68,14 @@ def test_sampled_replies_are_written_with_sources_and_blind_batches_without(tmp_
     other = [json.loads(x) for x in (tmp_path / "b/replies.jsonl").read_text().splitlines()]
     assert {r["system"] for r in other} == {"prompted[other]"}
     assert not {r["id"] for r in other} & {r["id"] for r in rows}
+
+
+def test_a_tagged_sample_is_its_own_source(tmp_path):
+    from mascot.acceptability.sampling import Draw, sample_replies
+
+    pack, draws = load_pack("emotional-support"), [Draw.parse("prompted@0.6#0")]
+    sample_replies(load_backend("fake"), pack, _scenarios(), draws, tmp_path / "a", progress=False)
+    sample_replies(load_backend("fake"), pack, _scenarios(), draws, tmp_path / "b", progress=False, tag="variant")
+    plain, tagged = ([json.loads(x) for x in (tmp_path / d / "replies.jsonl").read_text().splitlines()] for d in "ab")
+    assert {r["system"] for r in tagged} == {"prompted:variant"} and {r["system"] for r in plain} == {"prompted"}
+    assert not {r["id"] for r in plain} & {r["id"] for r in tagged}

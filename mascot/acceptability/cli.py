@@ -30,6 +30,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--draws", default=DEFAULT_DRAWS, help="comma-separated SYSTEM@TEMPERATURE#SEED (default: %(default)s)")
     p.add_argument("--checkpoints-dir", default="checkpoints")
     p.add_argument("--run", default=None)
+    p.add_argument("--tag", default=None, help="appended to every system name as :TAG (e.g. the pack variant drawn from), "
+                                                "so samples of the same system can be labelled and compared together")
     p.add_argument("--batch-size", type=int, default=16)
     p.add_argument("--batches-of", type=int, default=400, help="replies per blind labelling file")
     p.add_argument("--limit", type=int, default=None, help="only the first N openings by id")
@@ -99,7 +101,7 @@ def main(args: argparse.Namespace) -> int:
         scenarios = scenarios[: args.limit] if args.limit else scenarios
         backend = load_backend("llamacpp", **args.settings.backend_options())
         summary = sample_replies(backend, pack, scenarios, draws, args.output, args.checkpoints_dir, args.run,
-                                 args.batch_size, args.batches_of, progress=not args.no_progress)
+                                 args.batch_size, args.batches_of, progress=not args.no_progress, tag=args.tag)
         print(json.dumps(summary, indent=1))
         return 0
     if args.accept_command == "stems":

@@ -53,17 +53,21 @@ def reply_id(scenario: str, draw: Draw, persona: str, run: str | None = None) ->
     return "r" + hashlib.sha1(f"{scenario}|{source}|{persona}".encode()).hexdigest()[:10]
 
 
-def round_records(r: Round, draw: Draw, run: str | None = None) -> list[dict[str, Any]]:
+def round_records(r: Round, draw: Draw, run: str | None = None, tag: str | None = None) -> list[dict[str, Any]]:
     """One record per judged persona reply: the conversation before it, the reply, and its source (the system
-    name, with `[run]` when the adapters came from a run named explicitly)."""
+    name, with `[run]` when the adapters came from a run named explicitly and `:tag` when the sample was tagged,
+    e.g. by the pack variant it drew from)."""
     out = []
+    system = draw.system if run is None else f"{draw.system}[{run}]"
+    system = system if tag is None else f"{system}:{tag}"
     for persona, context, text in r.judged:
         out.append({
-            "id": reply_id(r.scenario.id, draw, persona.name, run), "scenario": r.scenario.id, "emotion": r.scenario.emotion,
+            "id": reply_id(r.scenario.id, draw, persona.name, "|".join(x for x in (run, tag) if x) or None),
+            "scenario": r.scenario.id, "emotion": r.scenario.emotion,
             "valence": r.scenario.valence, "situation": r.scenario.situation, "persona": persona.name,
             "persona_role": persona.role,
             "context": [{"speaker": t.speaker, "text": t.text} for t in context.turns], "reply": text,
-            "system": draw.system if run is None else f"{draw.system}[{run}]", "temperature": draw.temperature,
+            "system": system, "temperature": draw.temperature,
             "seed": draw.seed,
         })
     return out
@@ -74,7 +78,7 @@ BLIND_FIELDS = ("id", "persona", "persona_role", "context", "reply")
 
 def sample_replies(backend: Backend, pack: PersonaPack, scenarios: list[Scenario], draws: list[Draw], output: Path,
                    checkpoints_dir: str = "checkpoints", run: str | None = None, batch_size: int = 16,
-                   batches_of: int = 400, progress: bool = True) -> dict[str, Any]:
+                   batches_of: int = 400, progress: bool = True, tag: str | None = None) -> dict[str, Any]:
     """Generate every draw's round on every scenario; write `replies.jsonl` (with sources) and blind shuffled
     `blind/batch_NN.jsonl` files of `batches_of` replies each. Crisis rounds and empty replies are left out."""
     output.mkdir(parents=True, exist_ok=True)
@@ -97,7 +101,7 @@ def sample_replies(backend: Backend, pack: PersonaPack, scenarios: list[Scenario
                 for r in system.generate(backend, pack, scenarios[start:start + batch_size], ctx):
                     if r.crisis:
                         continue
-                    for rec in round_records(r, draw, run):
+                    for rec in round_records(r, draw, run, tag):
                         if rec["reply"].strip() and rec["reply"] != "…":
                             records.append(rec)
                             fh.write(json.dumps(rec, ensure_ascii=False) + "\n")

@@ -15,6 +15,7 @@ from typing import Any
 import yaml
 
 from mascot.errors import PersonaError
+from mascot.group.reflection import fill
 
 PACKS_DIR = Path(__file__).resolve().parent.parent / "packs"
 
@@ -69,9 +70,16 @@ class Persona:
     def tone_options(self) -> list[str]:
         return _unique([self.default_tone, *self.tones])
 
-    def stem(self, seed: int | None) -> str:
-        """The opening words of a draw with this seed ("" without stems): each seed picks one, reproducibly."""
-        return self.stems[(seed or 0) % len(self.stems)] if self.stems else ""
+    def stem(self, seed: int | None, message: str = "") -> str:
+        """The opening words of a draw with this seed ("" without stems): each seed picks one, reproducibly. A
+        stem with `{situation}` reflects the user's `message` (`reflection.fill`); when it cannot, the next
+        stem that can be filled is used."""
+        n = len(self.stems)
+        for k in range(n):
+            filled = fill(self.stems[((seed or 0) + k) % n], message)
+            if filled is not None:
+                return filled
+        return ""
 
     def matches(self, token: str) -> bool:
         """True if `token` names this persona (name, alias or role, case-insensitive)."""

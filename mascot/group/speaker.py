@@ -98,8 +98,8 @@ class Speaker:
     def messages(self, persona: Persona, roster: list[Persona], dialogue: Dialogue, directive: Directive | None):
         return speaker_messages(persona, roster, dialogue, directive, style=self.style)
 
-    def stem_for(self, persona: Persona, seed: int | None) -> str:
-        return persona.stem(seed) if self.stems else ""
+    def stem_for(self, persona: Persona, seed: int | None, dialogue: Dialogue) -> str:
+        return persona.stem(seed, dialogue.last_user_text()) if self.stems else ""
 
     def stream(
         self, persona: Persona, roster: list[Persona], dialogue: Dialogue, directive: Directive | None,
@@ -118,7 +118,7 @@ class Speaker:
             return
         msgs = self.messages(persona, roster, dialogue, directive)
         earlier = earlier_turns(dialogue)
-        stem = self.stem_for(persona, seed)
+        stem = self.stem_for(persona, seed, dialogue)
         best, best_rank = "", _draw_rank("", earlier)
         for attempt in range(META_REDRAWS + 1):
             raw, text, shown = "", "", False
@@ -194,7 +194,8 @@ class Speaker:
         is a fragment or copies an earlier turn is drawn again, up to META_REDRAWS times (as `stream` does)."""
         params = (params or self.params).with_(seed=seed)
         offsets = stem_offsets or [0] * len(items)
-        stem = [self.stem_for(persona, (seed or 0) + k) for (persona, *_), k in zip(items, offsets)]  # stem(None) is stem(0)
+        stem = [self.stem_for(persona, (seed or 0) + k, dialogue)  # stem(None) is stem(0)
+                for (persona, _roster, dialogue, _d), k in zip(items, offsets)]
         out: list[str] = [""] * len(items)
         groups: dict[str | None, list[int]] = {}
         for i, (persona, *_rest) in enumerate(items):
