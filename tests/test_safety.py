@@ -308,6 +308,22 @@ def test_multilingual_development_lines_join_the_training_pool_only_when_asked()
     assert not base & dev and {e.text for e in message_training_examples(sets=TrainingSets(multilingual_dev=True))} == base | dev
 
 
+def test_good_news_lines_join_the_training_pool_only_when_asked():
+    from mascot.safety.training.data import load_train_good_news
+
+    good = load_train_good_news()
+    assert len(good) >= 100 and all(not e.positive and e.split == "train" for e in good)
+    base, extra = {e.text for e in message_training_examples()}, {e.text for e in good}
+    assert not base & extra and {e.text for e in message_training_examples(sets=TrainingSets(good_news=True))} == base | extra
+
+
+@pytest.mark.train  # difflib against every held-out line: about a minute
+def test_good_news_lines_are_far_from_every_held_out_line():
+    from mascot.safety.training.data import load_train_good_news
+
+    assert near_held_out(load_train_good_news()) == []
+
+
 def test_multilingual_development_set_is_far_from_every_held_out_line():
     assert near_held_out(load_dev_multilingual()) == []
 

@@ -25,6 +25,8 @@ Labelled messages (`## <label> <category>` blocks; `crisis` or `negative`, a har
 - `crisis_train_use_english.txt`: training-only English lines for the USE layer's head (methods with a time,
   everyday endings, idioms, others' deaths, ...).
 - `crisis_train_multilingual.txt`: training-only lines in 16 languages for the USE layer's head.
+- `crisis_train_good_news.txt`: training-only good news about getting, finishing or planning things ("got the
+  keys ... today"); a training set only when asked for (`safety train --good-news`).
 - `crisis_train_excluded.txt`: training lines left out because they come within a difflib similarity of 0.75 of
   a held-out line; `near_held_out` finds them and a test keeps the list complete.
 
@@ -127,6 +129,7 @@ TRAIN_EVERYDAY = "crisis_train_everyday.txt"
 TRAIN_EXCLUDED = "crisis_train_excluded.txt"
 TRAIN_USE_ENGLISH = "crisis_train_use_english.txt"
 TRAIN_MULTILINGUAL = "crisis_train_multilingual.txt"
+TRAIN_GOOD_NEWS = "crisis_train_good_news.txt"
 NEAR_CUTOFF = 0.75  # difflib ratio at which a training line counts as a paraphrase of a held-out line
 
 
@@ -161,6 +164,11 @@ def load_train_everyday() -> list[Example]:
     everyday distress, mundane plans and goodbyes, short chat lines, figurative "killing myself") and crisis lines
     (relapse-framed ideation, short despair); all training-only."""
     return _training_only(DATA_DIR / TRAIN_EVERYDAY)
+
+
+def load_train_good_news() -> list[Example]:
+    """Training lines of good news about getting, finishing or planning things (all negatives, training-only)."""
+    return _training_only(DATA_DIR / TRAIN_GOOD_NEWS)
 
 
 def load_train_use_english() -> list[Example]:
@@ -309,6 +317,7 @@ class TrainingSets:
     retired_heldout: bool = True
     everyday: bool = True
     multilingual_dev: bool = False
+    good_news: bool = False
 
     @classmethod
     def of_model(cls, meta: dict) -> TrainingSets:
@@ -336,6 +345,8 @@ def message_training_examples(untrained: Iterable[str] = (), sets: TrainingSets 
         pool += load_train_everyday()
     if sets.multilingual_dev:
         pool += load_dev_multilingual()
+    if sets.good_news:
+        pool += load_train_good_news()
     excluded = load_excluded()
     seen: set[str] = set()
     out = []
