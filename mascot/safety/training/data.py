@@ -8,16 +8,14 @@ Labelled messages (`## <label> <category>` blocks; `crisis` or `negative`, a har
 - `crisis_train_farewells_plans.txt`: training-only farewells, plans and timing, self-harm acts, passive ideation,
   lethal questions and means, the hard negatives that resemble them (moving away, decluttering, wills), and
   harmless plans and short despair.
-- `crisis_train_everyday.txt`: training-only everyday frustrations, everyday distress, mundane plans and goodbyes,
-  short chat lines; relapse-framed crisis lines and short despair (found by chat probes, outside every held-out set).
+- `crisis_train_everyday.txt`: training-only everyday frustrations, distress, plans, short chat; relapse-framed crisis.
 - `crisis_heldout_retired.txt`: a held-out set that measured one model once and then joined the training pool.
 - `crisis_heldout_large.txt`, `crisis_heldout_blind.txt` (writers who saw none of the project's files; everyday
   frustrations and mundane plans among the negatives), `crisis_heldout_distant.txt` (blind writers; no line within
   a difflib similarity of 0.75 of any other file's): test-only, never used for training or threshold choice.
 - `crisis_heldout_multilingual.txt`, `crisis_heldout_multilingual_confirm.txt` (a second writer's, to confirm the
   first's figures): 16 languages, the language as the category; test-only.
-- `crisis_heldout_fresh.txt`, `crisis_heldout_multilingual_fresh.txt` (three blind writers each):
-  test-only.
+- `crisis_heldout_fresh.txt`, `crisis_heldout_multilingual_fresh.txt` (three blind writers each): test-only.
 - `crisis_categories.txt`: the category checks the tests hold the detector to (method plus time, idioms, ...):
   development lines, never training lines.
 - `crisis_dev_multilingual.txt`: the multilingual development set the multilingual patterns were written against;
@@ -25,8 +23,7 @@ Labelled messages (`## <label> <category>` blocks; `crisis` or `negative`, a har
 - `crisis_train_use_english.txt`: training-only English lines for the USE layer's head (methods with a time,
   everyday endings, idioms, others' deaths, ...).
 - `crisis_train_multilingual.txt`: training-only lines in 16 languages for the USE layer's head.
-- `crisis_train_good_news.txt`: training-only good news about getting, finishing or planning things ("got the
-  keys ... today"); a training set only when asked for (`safety train --good-news`).
+- `crisis_train_good_news.txt`: training-only good news ("got the keys ... today"), only when asked for.
 - `crisis_train_excluded.txt`: training lines left out because they come within a difflib similarity of 0.75 of
   a held-out line; `near_held_out` finds them and a test keeps the list complete.
 
@@ -133,8 +130,7 @@ TRAIN_GOOD_NEWS = "crisis_train_good_news.txt"
 NEAR_CUTOFF = 0.75  # difflib ratio at which a training line counts as a paraphrase of a held-out line
 
 
-def _training_only(path: Path) -> list[Example]:
-    """Every message of a block file, all in the training split."""
+def _training_only(path: Path) -> list[Example]:  # every message of a block file, all in the training split
     return [Example(text, label, cat, "train", label == MESSAGE_LABELS[0]) for label, cat, text in _blocks(path, MESSAGE_LABELS)]
 
 
@@ -160,14 +156,11 @@ def load_train_farewells_plans() -> list[Example]:
 
 
 def load_train_everyday() -> list[Example]:
-    """Training lines of everyday life: negatives (everyday frustrations such as a scraped car with "no note",
-    everyday distress, mundane plans and goodbyes, short chat lines, figurative "killing myself") and crisis lines
-    (relapse-framed ideation, short despair); all training-only."""
+    """Training lines of everyday life (frustrations, distress, plans, short chat; relapse-framed ideation)."""
     return _training_only(DATA_DIR / TRAIN_EVERYDAY)
 
 
-def load_train_good_news() -> list[Example]:
-    """Training lines of good news about getting, finishing or planning things (all negatives, training-only)."""
+def load_train_good_news() -> list[Example]:  # good news about getting, finishing or planning things
     return _training_only(DATA_DIR / TRAIN_GOOD_NEWS)
 
 
@@ -179,8 +172,7 @@ def load_train_use_english() -> list[Example]:
 
 
 def load_train_multilingual() -> list[Example]:
-    """Multilingual training lines of the USE layer's head (16 languages, written natively by four writers): the USE layer's
-    head trains on them. Categories read `<language>/<label>`."""
+    """The USE layer's multilingual training lines (16 languages, four native writers); categories `<language>/<label>`."""
     return _by_language(_training_only(DATA_DIR / TRAIN_MULTILINGUAL))
 
 
