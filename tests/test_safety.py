@@ -38,6 +38,7 @@ from mascot.safety.training.data import (
     load_train_confusable,
     load_train_everyday,
     load_train_farewells_plans,
+    load_train_good_news,
     message_training_examples,
     near_held_out,
     split_of,
@@ -309,8 +310,6 @@ def test_multilingual_development_lines_join_the_training_pool_only_when_asked()
 
 
 def test_good_news_lines_join_the_training_pool_only_when_asked():
-    from mascot.safety.training.data import load_train_good_news
-
     good = load_train_good_news()
     assert len(good) >= 100 and all(not e.positive and e.split == "train" for e in good)
     base, extra = {e.text for e in message_training_examples()}, {e.text for e in good}
@@ -319,8 +318,6 @@ def test_good_news_lines_join_the_training_pool_only_when_asked():
 
 @pytest.mark.train  # difflib against every held-out line: about a minute
 def test_good_news_lines_are_far_from_every_held_out_line():
-    from mascot.safety.training.data import load_train_good_news
-
     assert near_held_out(load_train_good_news()) == []
 
 

@@ -23,8 +23,7 @@ _SWAP = {
 }
 # "I was" reads "you were"; other verbs agree with "you" as they did with "I"
 _AFTER_YOU = {"am": "are", "was": "were", "wasn't": "weren't"}
-_FIRST_PERSON = {"i", "me", "my", "mine", "myself", "i'm", "im", "i've", "ive", "i'd", "i'll",
-                 "we", "us", "our", "ours", "ourselves", "we're", "we've", "we'd", "we'll"}
+_FIRST_PERSON = set(_SWAP)
 # openers a reflection leaves out ("so my supermarket ..." -> "your supermarket ...")
 _FILLERS = re.compile(r"^(?:(?:so|ok|okay|well|um+|uh+|honestly|basically|guess what|omg|wow|hi|hey|hello|"
                       r"yeah|right|ugh|lol|anyway)\b[\s,:!.-]*)+", re.I)
@@ -59,7 +58,7 @@ def reflect(message: str) -> str | None:
             new = _SWAP.get(low)
             if new is None and previous == "you" and low in _AFTER_YOU:
                 new = _AFTER_YOU[low]
-            out.append(new if new is not None else (tok if tok != "I" else "you"))
+            out.append(new if new is not None else tok)
             previous = (new or low).lower()
         else:
             out.append(tok)
