@@ -107,6 +107,12 @@ def test_cli_print_config_with_overrides(capsys: pytest.CaptureFixture[str]) -> 
     assert (cfg["max_steps"], cfg["output_dir"], cfg["lora_r"], cfg["grpo"]["beta"]) == (3, "/tmp/x", 4, 0.02)
 
 
+def test_cli_short_field_is_not_an_abbreviated_flag(capsys: pytest.CaptureFixture[str]) -> None:
+    # `--k` is the recipe field k, not a prefix of --keep-freed-memory
+    assert mascot_main(["train", "stage1", "--recipe", "tiny-cpu", "--k", "2", "--print-config"]) == 0
+    assert json.loads(capsys.readouterr().out)["k"] == 2
+
+
 def test_cli_errors_are_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     assert mascot_main(["train", "stage1", "--recipe", "tiny-cpu", "--bogus", "1", "--print-config"]) == 2
     assert "Unknown option '--bogus'" in capsys.readouterr().err

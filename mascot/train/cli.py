@@ -25,7 +25,12 @@ from mascot.train.stage2.config import STAGE2_STEPS
 
 class _OverrideParser(argparse.ArgumentParser):
     """Keeps unknown `--field value` flags as recipe overrides instead of rejecting them (argparse
-    passes a subparser's leftovers up to the top-level parser, which would error out)."""
+    passes a subparser's leftovers up to the top-level parser, which would error out). No abbreviations: a recipe
+    field such as `--k 2` must not be read as a prefix of `--keep-freed-memory`."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs["allow_abbrev"] = False
+        super().__init__(*args, **kwargs)
 
     def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:  # type: ignore[override]
         ns, extras = super().parse_known_args(args, namespace)
