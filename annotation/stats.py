@@ -20,7 +20,7 @@ from annotation.agreement import agreement_summary
 from annotation.bradley_terry import BTRating, bradley_terry
 from annotation.models import CRITERIA
 from annotation.quality import annotator_quality, position_bias
-from mascot.stats import wilson_interval
+from mascot.stats import holm, wilson_interval
 
 
 def stars(p: float | None) -> str:
@@ -28,18 +28,6 @@ def stars(p: float | None) -> str:
     if p is None or math.isnan(p):
         return ""
     return "***" if p < 0.001 else "**" if p < 0.01 else "*" if p < 0.05 else ""
-
-
-def holm(p_values: Sequence[float]) -> list[float]:
-    """Holm step-down adjusted p-values (family-wise error control across comparisons)."""
-    m = len(p_values)
-    order = sorted(range(m), key=lambda i: p_values[i])
-    adjusted = [0.0] * m
-    running = 0.0
-    for rank, i in enumerate(order):
-        running = max(running, min(1.0, (m - rank) * p_values[i]))
-        adjusted[i] = running
-    return adjusted
 
 
 @dataclass(frozen=True)

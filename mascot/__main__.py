@@ -1,4 +1,4 @@
-"""`python -m mascot <command>` (or the `mascot` console script): chat, train, eval, safety, compare-directors.
+"""`python -m mascot <command>` (or the `mascot` console script): chat, train, eval, safety, accept, compare-directors.
 
 Each command lives in its own module exposing `add_arguments(parser)` and `main(args) -> int`; only the
 chosen command's module is imported, so `mascot chat` never loads the trainers. This is the engine's entry
@@ -22,9 +22,21 @@ COMMANDS = {
     "safety": ("mascot.safety.cli", "Train (`safety train`) or measure (`safety eval`) the crisis detector."),
     "accept": ("mascot.acceptability.cli",
                "Replies a person would accept: sample replies to label, train and validate the scorer."),
-    "compare-directors": ("mascot.evaluation.director_compare",
-                          "Trained director vs random, round-robin and prompted on held-out simulated conversations."),
+    "compare-directors": ("mascot.evaluation.group_eval",
+                          "Group-level evaluation (the same as `eval --level group`): MASCOT vs its ablations and baselines."),
 }
+# `eval --level group` is the group-level evaluation, a module with its own options
+GROUP_LEVEL = "mascot.evaluation.group_eval"
+
+
+def _level(argv: list[str]) -> str:
+    """The value of `--level` on the command line ('individual' when absent)."""
+    for i, a in enumerate(argv):
+        if a == "--level" and i + 1 < len(argv):
+            return argv[i + 1]
+        if a.startswith("--level="):
+            return a.split("=", 1)[1]
+    return "individual"
 
 
 def _chosen(argv: list[str]) -> str | None:
@@ -44,6 +56,8 @@ def main(argv: list[str] | None = None) -> int:
         p = sub.add_parser(name, help=help_text, description=help_text)
         if name != chosen:
             continue
+        if name == "eval" and _level(argv) == "group":
+            module_name = GROUP_LEVEL
         try:
             module = importlib.import_module(module_name)
         except ImportError as exc:  # a command whose module cannot load stays listed but explains why

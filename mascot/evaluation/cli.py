@@ -16,6 +16,9 @@ from mascot.judges import JUDGES
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group("what to evaluate")
+    g.add_argument("--level", choices=("individual", "group"), default="individual",
+                   help="individual: each persona's reply to an opening (this table); group: whole conversations with "
+                        "the simulated user, MASCOT vs its ablations (see `eval --level group --help`)")
     g.add_argument("--systems", default="zero-shot,few-shot",
                    help=f"comma-separated systems: {', '.join(SYSTEMS)}; each may add +bestN (best of N draws by the "
                         "acceptability scorer) and +stems, e.g. mascot+best4+stems (default: %(default)s)")

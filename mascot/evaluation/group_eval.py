@@ -1,0 +1,378 @@
+"""Group-level evaluation, `python -m mascot eval --level group` (alias: `compare-directors`): MASCOT against its
+ablations and baselines on held-out seeker scripts rolled out with the simulated user through the chat's conversation
+step, scored by the group judge in N-turn blocks; paired tests over scenarios against MASCOT, Holm-corrected.
+
+    python -m mascot eval --level group --run tiny-cpu                   # recipe defaults: test split, replay user
+    python -m mascot eval --level group --systems mascot,mascot-p,mascot-c --user llm --profile mbti-INFP --limit 8
+
+Systems (`GROUP_SYSTEMS`) differ in who picks the next speaker and how the speakers are prompted; all share the
+frozen backend, the simulated user, the scenario seeds and the live chat's speaker sampling. Each dialogue is cut
+into N-turn blocks after the seeker's opening; a scenario's score is the mean block score (0-100), reported overall
+and by the opening's valence. Also reported: the director's valid-directive rate (decisions that needed no
+fallback), repeats within a round, the share of openings answered by at least two distinct personas, and the
+acceptability scorer's expected shares of persona replies a person would accept / would not.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+import math
+import statistics
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mascot.errors import ConfigError, unknown_name
+
+
+@dataclass(frozen=True)
+class GroupSystem:
+    """One group-level system: who picks the next speaker and how the speakers are prompted."""
+
+    label: str
+    mode: str  # the director: trained | prompted | round-robin | random
+    use_adapters: bool = True  # the trained speaker LoRAs; False: the same persona prompts on the base model
+    style: str = "persona"  # speaker prompt style (mascot.group.prompts)
+    one_voice: bool = False  # one assistant (the first active persona's slot) answers every message
+
+
+GROUP_SYSTEMS = {
+    "mascot": GroupSystem("MASCOT", "trained"),
+    "mascot-p": GroupSystem("MASCOT-P: trained director, prompted speakers", "trained", use_adapters=False),
+    "mascot-c": GroupSystem("MASCOT-C: trained speakers, random order", "random"),
+    "round-robin": GroupSystem("Round-robin, trained speakers", "round-robin"),
+    "prompted": GroupSystem("Prompted director, trained speakers", "prompted"),
+    "zero-shot": GroupSystem("Zero-Shot, one voice", "round-robin", use_adapters=False, style="zero-shot", one_voice=True),
+    "few-shot": GroupSystem("Few-Shot, one voice", "round-robin", use_adapters=False, style="few-shot", one_voice=True),
+}
+ALIASES = {"trained": "mascot", "random": "mascot-c"}  # the director modes' names, as earlier result files use them
+
+
+def group_system(name: str) -> GroupSystem:
+    """The registered system `name` (or an alias); unknown names list the valid ones."""
+    key = ALIASES.get(name, name)
+    if key not in GROUP_SYSTEMS:
+        raise unknown_name("group-level system", name, [*GROUP_SYSTEMS, *ALIASES])
+    return GROUP_SYSTEMS[key]
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--run", default=None, help="checkpoint run with speakers/ and director/ (default: the recipe's run)")
+    p.add_argument("--recipe", default="tiny-cpu", help="stage-2 recipe for the evaluation settings (default: %(default)s)")
+    p.add_argument("--checkpoints-dir", default="checkpoints")
+    p.add_argument("--level", choices=("group",), default="group", help="group: whole conversations (this command)")
+    p.add_argument("--systems", default="mascot,mascot-p,mascot-c,round-robin,prompted,zero-shot",
+                   help=f"comma-separated: {', '.join(GROUP_SYSTEMS)} (aliases: trained = mascot, random = mascot-c); "
+                        "each is tested against mascot (default: %(default)s)")
+    p.add_argument("--split", default=None, help="seeker-script split (default: the recipe's eval_split)")
+    p.add_argument("--scripts", default=None, help="seeker scripts source (default: the recipe's)")
+    p.add_argument("--limit", type=int, default=None, help="at most N scenarios")
+    p.add_argument("--user-turns", type=int, default=None, help="user messages per dialogue, opening included")
+    p.add_argument("--user", default="replay", help="simulated user: replay | llm")
+    p.add_argument("--profile", default=None, help="llm simulated user's personality profile")
+    p.add_argument("--judge", default="offline", help="group judge: offline | llm")
+    p.add_argument("--block-turns", type=int, default=4, help="N: turns per judged block (default: %(default)s)")
+    p.add_argument("--min-speakers", type=int, default=None, help="fewest personas per message before the LLM directors "
+                   "may yield (default: the chat's, 3)")
+    p.add_argument("--batch-size", type=int, default=24, help="dialogues rolled out together")
+    p.add_argument("--repeats", type=int, default=1, help="rollouts per scenario, each with its own seed; the paired "
+                   "tests compare each scenario's mean (one rollout's group score moves by about 6 points per script)")
+    p.add_argument("--json", default=None, help="write all dialogues, scores and tests here")
+    p.add_argument("--markdown", default=None, help="write the table in Markdown here")
+    p.add_argument("--csv", default=None, help="write one row per system (scores by valence, criteria, tests) here")
+    p.add_argument("--reuse", action="append", default=None, help="a previous --json file (repeatable): take the systems "
+                   "it holds from it (same scenarios and settings are checked) and roll out only the others")
+    p.add_argument("--max-new-tokens", type=int, default=None, help="speaker token budget for every system (default: the chat's)")
+    p.add_argument("--backend", default="auto", help="backend for the frozen speakers, user and directors (auto: llamacpp "
+                   "on CPU for the embedded GGUF; 'recipe' keeps the recipe's rollout_backend; default: %(default)s)")
+    p.add_argument("--threads", type=int, default=1, help="torch threads (default 1 on a shared CPU)")
+    p.add_argument("--scorer", default="shipped", help="acceptability scorer for the Acceptable / Not acceptable "
+                   "columns: shipped, a folder, or none (default: %(default)s)")
+
+
+def paired_tests(a: list[float], b: list[float]) -> dict[str, float]:
+    """Wilcoxon signed-rank (two-sided and 'a greater'), the exact sign test and the paired t-test over scenarios
+    (a scenario without a valid score on either side is left out)."""
+    from scipy import stats
+
+    pairs = [(x, y) for x, y in zip(a, b) if not (math.isnan(x) or math.isnan(y))]
+    diffs = [x - y for x, y in pairs]
+    wins, losses = sum(d > 0 for d in diffs), sum(d < 0 for d in diffs)
+    out: dict[str, float] = {"mean_diff": statistics.fmean(diffs) if diffs else math.nan, "wins": wins,
+                             "ties": len(diffs) - wins - losses, "losses": losses,
+                             "sign_p": float(stats.binomtest(wins, wins + losses).pvalue) if wins + losses else 1.0}
+    if wins + losses:
+        xs, ys = [x for x, _ in pairs], [y for _, y in pairs]
+        out["wilcoxon_p"] = float(stats.wilcoxon(xs, ys).pvalue)
+        out["wilcoxon_p_greater"] = float(stats.wilcoxon(xs, ys, alternative="greater").pvalue)
+        out["ttest_p"] = float(stats.ttest_rel(xs, ys).pvalue)
+    else:
+        out["wilcoxon_p"] = out["wilcoxon_p_greater"] = out["ttest_p"] = 1.0
+    return out
+
+
+def against_reference(results: dict[str, Any], reference: str) -> dict[str, dict[str, float]]:
+    """Every other system against `reference` (a - b = reference - other), with the two-sided Wilcoxon p-values
+    Holm-corrected across the comparisons (`wilcoxon_p_holm`)."""
+    from mascot.stats import holm
+
+    ref = results["systems"][reference]["per_scenario"]
+    tests = {b: paired_tests(ref, s["per_scenario"]) for b, s in results["systems"].items() if b != reference}
+    for t, adjusted in zip(tests.values(), holm([t["wilcoxon_p"] for t in tests.values()])):
+        t["wilcoxon_p_holm"] = adjusted
+    return tests
+
+
+def by_valence(per_scenario: list[float], valences: list[str]) -> dict[str, float]:
+    """Mean scenario score per valence of the opening (negative / positive / neutral; '' when unknown)."""
+    out: dict[str, list[float]] = {}
+    for x, v in zip(per_scenario, valences):
+        if not math.isnan(x):
+            out.setdefault(v or "unknown", []).append(x)
+    return {v: round(statistics.fmean(xs), 2) for v, xs in sorted(out.items())}
+
+
+def run_compare(args: argparse.Namespace) -> dict[str, Any]:
+    from mascot.backends import load_backend, resolve_kind
+
+    if resolve_kind(getattr(args, "backend", "auto")) == "llamacpp":  # before torch: see import_llama_cpp
+        from mascot.backends.llamacpp.runtime import import_llama_cpp
+
+        import_llama_cpp(args.settings.llamacpp_omp_wait_policy)
+    import torch
+
+    from mascot.data.scenario import valence_of
+    from mascot.group.chat import OFFLINE, GroupChat
+    from mascot.group.director import DIRECTOR_ADAPTER
+    from mascot.group.engine import Engine, EngineConfig
+    from mascot.group.rollouts import Rollout, roll_forward
+    from mascot.judges.group import blocks_from_dialogue, load_group_judge, to_100
+    from mascot.simusers import load_scripts
+    from mascot.train.recipes import load_recipe
+    from mascot.train.stage2.pipeline import make_user
+
+    systems = [s.strip() for s in args.systems.split(",") if s.strip()]
+    if not systems:
+        raise ConfigError(f"--systems is empty. Valid systems: {', '.join(GROUP_SYSTEMS)}.")
+    chosen = {name: group_system(name) for name in systems}  # unknown names fail before anything loads
+    torch.set_num_threads(args.threads)
+    overrides: dict[str, Any] = {"simuser": args.user, **({"simuser_profile": args.profile} if args.profile else {})}
+    if getattr(args, "backend", "recipe") != "recipe":
+        overrides["rollout_backend"] = args.backend
+    cfg = load_recipe(args.recipe, overrides, stage="stage2")
+    run_dir = Path(args.checkpoints_dir) / (args.run or cfg.run)
+    if not run_dir.is_dir():
+        raise ConfigError(f"No run folder {run_dir}: train one (python -m mascot train stage2 --recipe {args.recipe}) or pass --run.")
+    from mascot.group.personas import load_pack
+
+    pack = load_pack(cfg.pack)
+    backend = load_backend(cfg.rollout_backend, model=cfg.model, dtype=cfg.dtype)
+    engine = Engine(EngineConfig(backend=cfg.rollout_backend, model=cfg.model), backend, run_dir=run_dir)
+    warnings = engine.attach_adapters(pack)
+    needs_director = [n for n, g in chosen.items() if g.mode == "trained"]
+    if needs_director and DIRECTOR_ADAPTER not in backend.adapters:
+        raise ConfigError(f"{run_dir}/director/ holds no director adapter: {', '.join(needs_director)} would silently use "
+                          "the prompted director. Train one (python -m mascot train stage2) or leave them out.")
+    scripts = load_scripts(args.scripts or cfg.scripts, args.split or cfg.eval_split, args.limit)
+    user_turns = args.user_turns or cfg.eval_user_turns
+    judge = load_group_judge(args.judge)
+    from mascot.evaluation.runner import accept_dialogues, load_scorer
+
+    scorer = load_scorer(None if str(getattr(args, "scorer", "shipped")).lower() == "none" else getattr(args, "scorer", "shipped"))
+    results: dict[str, Any] = {"run": str(run_dir), "recipe": args.recipe, "split": args.split or cfg.eval_split,
+                               "scenarios": [s.id for s in scripts], "user": args.user, "profile": args.profile,
+                               "user_turns": user_turns, "block_turns": args.block_turns, "judge": judge.describe(),
+                               "valences": [valence_of(s.emotion) for s in scripts],
+                               "warnings": warnings, "systems": {}}
+    previous: dict[str, Any] = {}
+    for path in args.reuse or []:
+        prev = json.loads(Path(path).read_text(encoding="utf-8"))
+        here = {**results, "max_new_tokens": args.max_new_tokens, "min_speakers": args.min_speakers, "repeats": args.repeats}
+        for key in ("scenarios", "user", "profile", "user_turns", "block_turns", "max_new_tokens", "min_speakers", "repeats"):
+            if prev.get(key, 1 if key == "repeats" else None) != here.get(key):
+                raise ConfigError(f"--reuse {path}: its {key!r} ({prev.get(key)!r}) differs from this run's; "
+                                  "rerun every system instead.")
+        previous.update(prev["systems"])
+    results["max_new_tokens"] = args.max_new_tokens
+    results["min_speakers"] = args.min_speakers
+    results["repeats"] = args.repeats
+    if args.repeats < 1:
+        raise ConfigError(f"--repeats {args.repeats}: give at least 1 rollout per scenario.")
+    for system in systems:
+        if system in previous:
+            results["systems"][system] = previous[system]
+            print(f"[compare] {system}: reused from {', '.join(args.reuse)}", flush=True)
+            continue
+        t0 = time.time()
+        spec = chosen[system]
+        llm = spec.mode in ("trained", "prompted")
+        roster = pack.active[:1] if spec.one_voice else pack.active
+        chat = GroupChat(backend, roster, mode=spec.mode, max_speakers=1 if spec.one_voice else cfg.max_speakers,
+                         min_speakers=args.min_speakers if llm else None, policy=OFFLINE, speaker_style=spec.style,
+                         use_adapters=spec.use_adapters, concern_opener=pack.concern_opener)
+        if args.max_new_tokens:
+            chat.speaker.params = chat.speaker.params.with_(max_new_tokens=args.max_new_tokens)
+        user = make_user(cfg, backend, roster)
+        rollouts = [Rollout.from_script(f"{system}:{s.id}" + (f"#{k}" if k else ""), s, seed=1000 + i + ROLLOUT_SEED_STEP * k)
+                    for k in range(args.repeats) for i, s in enumerate(scripts)]
+        for start in range(0, len(rollouts), args.batch_size):
+            roll_forward(chat, rollouts[start : start + args.batch_size], user, user_turns=user_turns - 1)
+        per_rollout, first_round_distinct, crit = [], [], {}
+        for r in rollouts:
+            blocks = blocks_from_dialogue(r.dialogue, 1, roster, args.block_turns, pack.setting)
+            verdicts = [v for v in judge.score_blocks(blocks) if v.valid]
+            per_rollout.append(statistics.fmean(to_100(v.aggregate) for v in verdicts) if verdicts else math.nan)
+            for v in verdicts:
+                for k, x in (v.scores or {}).items():
+                    crit.setdefault(k, []).append(to_100(x))
+            first = []
+            for t in r.dialogue.turns[1:]:
+                if t.is_user:
+                    break
+                first.append(t.speaker)
+            first_round_distinct.append(len(set(first)))
+        decisions = [d for r in rollouts for d in r.decisions]
+        repeats = 0
+        for r in rollouts:
+            round_speakers: list[str] = []
+            for t in r.dialogue.turns:
+                if t.is_user:
+                    round_speakers = []
+                elif t.speaker in round_speakers:
+                    repeats += 1
+                else:
+                    round_speakers.append(t.speaker)
+        per_scenario = scenario_means(per_rollout, len(scripts))
+        results["systems"][system] = {
+            "label": spec.label, "per_scenario": per_scenario, "per_rollout": per_rollout,
+            "by_valence": by_valence(per_scenario, results["valences"]),
+            "mean": statistics.fmean(x for x in per_scenario if not math.isnan(x)),
+            "std": statistics.pstdev([x for x in per_scenario if not math.isnan(x)]),
+            "criteria": {k: round(statistics.fmean(v), 2) for k, v in crit.items()},
+            "decisions": len(decisions), "fallbacks": sum(d.source == "fallback" for d in decisions),
+            "valid_directive_rate": 1 - sum(d.source == "fallback" for d in decisions) / max(1, len(decisions)),
+            "repeats_in_round": repeats,
+            "openings_with_2plus_personas": sum(n >= 2 for n in first_round_distinct) / len(first_round_distinct),
+            "persona_turns_per_user_turn": sum(len([t for t in r.dialogue.turns if not t.is_user]) for r in rollouts)
+            / max(1, sum(len([t for t in r.dialogue.turns if t.is_user]) for r in rollouts)),
+            "acceptability": (accept_dialogues(scorer, [r.dialogue for r in rollouts], [p.name for p in roster])
+                              if scorer is not None else None),
+            "seconds": round(time.time() - t0, 1),
+            "dialogues": [r.dialogue.to_dict() for r in rollouts],
+        }
+        print(f"[compare] {system}: mean {results['systems'][system]['mean']:.2f} ({results['systems'][system]['seconds']} s)", flush=True)
+    reference = next((n for n in systems if ALIASES.get(n, n) == "mascot"), None)
+    if reference is not None and len(systems) > 1:
+        results["reference"] = reference
+        results["tests"] = against_reference(results, reference)
+    return results
+
+
+ROLLOUT_SEED_STEP = 7919  # rollout k of a scenario uses seed 1000 + index + k * this
+
+
+def scenario_means(per_rollout: list[float], n_scenarios: int) -> list[float]:
+    """Each scenario's mean group score over its rollouts (rollout k of scenario i sits at k * n_scenarios + i);
+    a scenario whose every rollout had no valid verdict stays NaN.
+
+    >>> scenario_means([60.0, 70.0, 64.0, float("nan")], 2)
+    [62.0, 70.0]
+    """
+    out = []
+    for i in range(n_scenarios):
+        got = [x for x in per_rollout[i::n_scenarios] if not math.isnan(x)]
+        out.append(statistics.fmean(got) if got else math.nan)
+    return out
+
+
+def _valences(results: dict[str, Any]) -> list[str]:
+    return sorted({v for s in results["systems"].values() for v in (s.get("by_valence") or {})})
+
+
+def render(results: dict[str, Any]) -> str:
+    lines = [f"Group-level evaluation — run {results['run']}, {len(results['scenarios'])} held-out scenarios ({results['split']})"
+             + (f" x {results['repeats']} rollouts each (scores are per-scenario means)" if results.get("repeats", 1) > 1 else "") + ", "
+             f"{results['user']} simulated user{' (' + results['profile'] + ')' if results.get('profile') else ''}, "
+             f"{results['user_turns']} user turns, N={results['block_turns']} blocks, {results['judge']}", ""]
+    crit = sorted({k for s in results["systems"].values() for k in s["criteria"]})
+    vals = _valences(results)
+    lines.append(f"{'system':<12} {'group score':>16} " + " ".join(f"{v[:8]:>8}" for v in vals) + " "
+                 + " ".join(f"{c[:11]:>11}" for c in crit)
+                 + f" {'valid dir.':>10} {'>=2 voices':>10} {'turns/msg':>9} {'repeats':>7} {'acceptable':>10} {'not acc.':>8}")
+    for name, s in results["systems"].items():
+        acc = s.get("acceptability") or {}
+        bv = s.get("by_valence") or {}
+        lines.append(f"{name:<12} {s['mean']:>8.2f} ± {s['std']:<5.2f} " + " ".join(f"{bv.get(v, math.nan):>8.1f}" for v in vals)
+                     + " " + " ".join(f"{s['criteria'].get(c, float('nan')):>11.1f}" for c in crit)
+                     + f" {100 * s['valid_directive_rate']:>9.1f}% {100 * s['openings_with_2plus_personas']:>9.1f}%"
+                     f" {s['persona_turns_per_user_turn']:>9.2f} {s['repeats_in_round']:>7}"
+                     f" {acc.get('acceptable', float('nan')):>9.1f}% {acc.get('unacceptable', float('nan')):>7.1f}%")
+    if results.get("tests"):
+        ref = results.get("reference", "trained")
+        lines += ["", f"{ref} vs      mean diff   W/T/L     Wilcoxon p (Holm)   sign p     paired t p   beats at p<0.05 (Holm)?"]
+        for b, t in results["tests"].items():
+            holm_p = t.get("wilcoxon_p_holm", t["wilcoxon_p"])
+            win = "yes" if t["mean_diff"] > 0 and holm_p < 0.05 else "no"
+            lines.append(f"{b:<12} {t['mean_diff']:>+9.2f}   {t['wins']}/{t['ties']}/{t['losses']:<6} "
+                         f"{t['wilcoxon_p']:>8.4f} ({holm_p:.4f})   {t.get('sign_p', math.nan):>7.4f}   {t['ttest_p']:>8.4f}     {win}")
+    return "\n".join(lines)
+
+
+def _p(p: float | None) -> str:
+    return "–" if p is None or math.isnan(p) else ("< 1e-05" if p < 1e-5 else format(p, ".3g"))
+
+
+def markdown(results: dict[str, Any]) -> str:
+    """The table in Markdown: one row per system, scores by valence, the tests against the reference system."""
+    vals, tests = _valences(results), results.get("tests") or {}
+    head = ["system", "group score", *vals, "acceptable %", "not acceptable %", "vs " + results.get("reference", "–"),
+            "Wilcoxon p (Holm)", "sign p"]
+    lines = [f"{len(results['scenarios'])} held-out scenarios ({results['split']}), {results['user']} simulated user, "
+             f"{results['user_turns']} user turns, N={results['block_turns']} blocks, {results['judge']}"
+             + (f", min speakers {results['min_speakers']}" if results.get("min_speakers") else ""), "",
+             "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for name, s in results["systems"].items():
+        acc, bv, t = s.get("acceptability") or {}, s.get("by_valence") or {}, tests.get(name)
+        cells = [f"{name} ({s['label']})" if s.get("label") else name, f"{s['mean']:.1f} ± {s['std']:.1f}",
+                 *[f"{bv[v]:.1f}" if v in bv else "–" for v in vals],
+                 f"{acc['acceptable']:.1f}" if acc else "–", f"{acc['unacceptable']:.1f}" if acc else "–",
+                 f"{t['mean_diff']:+.2f} ({t['wins']}/{t['ties']}/{t['losses']})" if t else "reference",
+                 f"{_p(t['wilcoxon_p'])} ({_p(t.get('wilcoxon_p_holm'))})" if t else "", _p(t.get("sign_p")) if t else ""]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def csv_table(results: dict[str, Any]) -> str:
+    """One row per system: score, valence and criterion means, acceptability, the test against the reference."""
+    vals = _valences(results)
+    crit = sorted({k for s in results["systems"].values() for k in s["criteria"]})
+    out = io.StringIO()
+    w = csv.writer(out)
+    w.writerow(["system", "label", "mean", "std", *[f"valence_{v}" for v in vals], *crit, "acceptable_pct",
+                "unacceptable_pct", "mean_diff_vs_reference", "wins", "ties", "losses", "wilcoxon_p", "wilcoxon_p_holm",
+                "sign_p", "ttest_p"])
+    for name, s in results["systems"].items():
+        acc, bv, t = s.get("acceptability") or {}, s.get("by_valence") or {}, (results.get("tests") or {}).get(name, {})
+        w.writerow([name, s.get("label", ""), round(s["mean"], 3), round(s["std"], 3), *[bv.get(v, "") for v in vals],
+                    *[s["criteria"].get(c, "") for c in crit], acc.get("acceptable", ""), acc.get("unacceptable", ""),
+                    *[t.get(k, "") for k in ("mean_diff", "wins", "ties", "losses", "wilcoxon_p", "wilcoxon_p_holm",
+                                             "sign_p", "ttest_p")]])
+    return out.getvalue()
+
+
+def main(args: argparse.Namespace) -> int:
+    results = run_compare(args)
+    print(render(results))
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(results, indent=1, ensure_ascii=False), encoding="utf-8")
+        print(f"details: {args.json}")
+    for path, text in ((args.markdown, markdown), (args.csv, csv_table)):
+        if path:
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            Path(path).write_text(text(results), encoding="utf-8")
+    return 0
