@@ -4,6 +4,7 @@ paired tests with known outcomes, and the Markdown and CSV tables."""
 
 from __future__ import annotations
 
+import io
 import json
 import math
 from pathlib import Path
@@ -77,9 +78,10 @@ def test_holm_across_systems_and_valence_means() -> None:
 
 def test_eval_level_group_runs_ablations_and_one_voice_baseline(tmp_path: Path, capsys) -> None:
     out, md, table = tmp_path / "g.json", tmp_path / "g.md", tmp_path / "g.csv"
+    pairs = tmp_path / "pairs.jsonl"
     rc = mascot_main(["eval", "--level", "group", "--systems", "mascot-p,mascot-c,zero-shot,round-robin", "--limit", "4",
                       "--backend", "fake", "--run", "tiny-cpu", "--scorer", "none", "--json", str(out),
-                      "--markdown", str(md), "--csv", str(table)])
+                      "--markdown", str(md), "--csv", str(table), "--export-pairs", "mascot-c,zero-shot", str(pairs)])
     printed = capsys.readouterr().out
     assert rc == 0 and "Group-level evaluation" in printed
     res = json.loads(out.read_text())
@@ -89,9 +91,24 @@ def test_eval_level_group_runs_ablations_and_one_voice_baseline(tmp_path: Path, 
     assert len(res["valences"]) == 4 and res["systems"]["mascot-c"]["by_valence"]
     assert md.read_text().count("\n| ") == 1 + 4 and "MASCOT-C" in md.read_text()
     assert table.read_text().splitlines()[0].startswith("system,label,mean,std") and len(table.read_text().splitlines()) == 5
+    # the exported pairs go into an annotation study, take one vote, and give the study's stats
+    from annotation.cli import main as annotation_main
+
+    db, votes = f"sqlite:///{tmp_path / 'a.db'}", tmp_path / "votes.csv"
+    first = json.loads(pairs.read_text().splitlines()[0])
+    assert len(pairs.read_text().splitlines()) == 4 and first["a"]["dialogue"][0]["speaker"] == "User"
+    assert annotation_main(["--db", db, "create-study", "--study", "grp"]) == 0
+    assert annotation_main(["--db", db, "import-pairs", str(pairs), "--study", "grp"]) == 0
+    votes.write_text(f"item_id,annotator,choice\n{first['id']},ann1,mascot-c\n")
+    assert annotation_main(["--db", db, "import-judgments", str(votes), "--study", "grp"]) == 0
+    report = io.StringIO()
+    assert annotation_main(["--db", db, "stats", "--study", "grp", "--json"], out=report) == 0
+    stats = json.loads(report.getvalue())
+    assert [(c["wins"], c["losses"]) for c in stats["comparisons"]] in ([(1, 0)], [(0, 1)])
 
 
 def test_unknown_group_system_names_the_valid_ones(capsys) -> None:
     assert mascot_main(["eval", "--level", "group", "--systems", "mascot,bogus", "--backend", "fake"]) == 2
     err = capsys.readouterr().err
     assert "bogus" in err and "mascot-p" in err
+

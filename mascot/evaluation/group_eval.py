@@ -84,6 +84,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", default=None, help="write all dialogues, scores and tests here")
     p.add_argument("--markdown", default=None, help="write the table in Markdown here")
     p.add_argument("--csv", default=None, help="write one row per system (scores by valence, criteria, tests) here")
+    p.add_argument("--export-pairs", nargs=2, metavar=("A,B", "FILE"), default=None,
+                   help="write systems A and B's dialogues on the same scenarios as pairs for `python -m annotation "
+                        "import-pairs` (a human study of any row of the table)")
     p.add_argument("--reuse", action="append", default=None, help="a previous --json file (repeatable): take the systems "
                    "it holds from it (same scenarios and settings are checked) and roll out only the others")
     p.add_argument("--max-new-tokens", type=int, default=None, help="speaker token budget for every system (default: the chat's)")
@@ -364,6 +367,27 @@ def csv_table(results: dict[str, Any]) -> str:
     return out.getvalue()
 
 
+def export_pairs(results: dict[str, Any], a: str, b: str) -> list[dict[str, Any]]:
+    """Systems a and b's dialogues of the same rollouts as annotation pairs ({id, context, a, b}; the user's turns
+    as "User"), in the format `python -m annotation import-pairs` reads."""
+    missing = [n for n in (a, b) if n not in results["systems"]]
+    if missing or a == b:
+        raise ConfigError(f"--export-pairs {a},{b}: name two different systems of this run "
+                          f"({', '.join(results['systems'])}).")
+
+    def turns(d: dict[str, Any]) -> list[dict[str, str]]:
+        return [{"speaker": "User" if t["speaker"] == "user" else t["speaker"], "text": t["text"]} for t in d["turns"]]
+
+    n = len(results["scenarios"])
+    pairs = []
+    for k, (da, db) in enumerate(zip(results["systems"][a]["dialogues"], results["systems"][b]["dialogues"])):
+        sid = results["scenarios"][k % n] + (f"#{k // n}" if k >= n else "")
+        pairs.append({"id": f"{sid}:{a}-vs-{b}", "context": da.get("situation") or da["turns"][0]["text"],
+                      "a": {"system": a, "dialogue": turns(da)}, "b": {"system": b, "dialogue": turns(db)},
+                      "meta": {"scenario": results["scenarios"][k % n], "rollout": k // n}})
+    return pairs
+
+
 def main(args: argparse.Namespace) -> int:
     results = run_compare(args)
     print(render(results))
@@ -371,6 +395,13 @@ def main(args: argparse.Namespace) -> int:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(results, indent=1, ensure_ascii=False), encoding="utf-8")
         print(f"details: {args.json}")
+    if args.export_pairs:
+        names, path = args.export_pairs
+        a, _, b = names.partition(",")
+        pairs = export_pairs(results, a.strip(), b.strip())
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_text("".join(json.dumps(x, ensure_ascii=False) + "\n" for x in pairs), encoding="utf-8")
+        print(f"pairs for annotation: {path} ({len(pairs)}; python -m annotation import-pairs {path} --study ID)")
     for path, text in ((args.markdown, markdown), (args.csv, csv_table)):
         if path:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
