@@ -112,3 +112,21 @@ def test_unknown_group_system_names_the_valid_ones(capsys) -> None:
     err = capsys.readouterr().err
     assert "bogus" in err and "mascot-p" in err
 
+
+
+def test_mbti_sweep_writes_a_table_per_profile_and_the_heatmap(tmp_path: Path, capsys) -> None:
+    from mascot.evaluation.personality_sweep import sweep_profiles
+
+    assert len(sweep_profiles("mbti")) == 16 and len(sweep_profiles("big5")) == 10
+    out, png = tmp_path / "sweep.json", tmp_path / "mbti.png"
+    rc = mascot_main(["eval", "--level", "group", "--sweep", "mbti", "--systems", "round-robin,mascot-c", "--limit", "1",
+                      "--user-turns", "2", "--backend", "fake", "--scorer", "none", "--json", str(out), "--heatmap", str(png)])
+    printed = capsys.readouterr().out
+    assert rc == 0 and "Personality sweep (mbti)" in printed and "mbti-INFP" in printed
+    res = json.loads(out.read_text())
+    assert list(res["profiles"]) == sweep_profiles("mbti") and res["settings"]["user"] == "llm"
+    row = res["profiles"]["mbti-INFP"]["round-robin"]
+    assert set(row["by_persona"]) == set(res["personas"]) and all(0 <= v <= 100 for v in row["by_persona"].values())
+    assert png.read_bytes()[:4] == b"\x89PNG"
+    with pytest.raises(ConfigError, match="big5, mbti"):
+        sweep_profiles("ocean")
