@@ -9,7 +9,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: run test test-fast setup setup-dev chromium model bench lint clean llama-rebuild
+.PHONY: run test test-fast setup setup-dev chromium postgres model bench lint clean llama-rebuild
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -38,7 +38,7 @@ llama-rebuild: | $(PY)
 	rm -rf "$${MASCOT_CACHE_DIR:-$$HOME/.cache/mascot}/llamacpp-probe"
 
 setup: $(VENV)/.installed
-setup-dev: $(VENV)/.dev-installed chromium
+setup-dev: $(VENV)/.dev-installed chromium postgres
 
 # Debian's Chromium drives the browser tests (Playwright never downloads its own browser here).
 chromium:
@@ -46,6 +46,13 @@ chromium:
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends chromium fonts-noto-color-emoji >/dev/null; }
+
+# Debian's PostgreSQL: the annotation store's tests also run on a throwaway cluster (tests/postgres_cluster.py).
+postgres:
+	@command -v initdb >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends postgresql >/dev/null; }
 
 # Prepare the model caches once: the embedded GGUF as safetensors (progress bar; ~20 s), the weights llama.cpp
 # serves, and the crisis detector's merged encoders (each is otherwise made on first use).
@@ -58,9 +65,9 @@ run: $(VENV)/.installed
 test: setup-dev model
 	$(PY) -m pytest $(PYTEST_ARGS)
 
-# the quick loop: no real model, no training, no live server, no browser
+# the quick loop: no real model, no training, no live server, no browser, SQLite only
 test-fast: setup-dev
-	$(PY) -m pytest -m "not model and not train and not live and not browser" $(PYTEST_ARGS)
+	$(PY) -m pytest -m "not model and not train and not live and not browser and not postgres" $(PYTEST_ARGS)
 
 lint: $(VENV)/.dev-installed
 	$(VENV)/bin/ruff check .

@@ -22,7 +22,7 @@ from datetime import datetime, timedelta
 from functools import lru_cache
 from typing import Any
 
-from sqlalchemy import DateTime, Integer, Select, String, and_, bindparam, func, literal, or_, select
+from sqlalchemy import BigInteger, DateTime, Integer, Select, String, and_, bindparam, cast, func, literal, or_, select
 from sqlalchemy.orm import Session
 
 from annotation.models import Annotator, Assignment, Item, Study
@@ -65,7 +65,8 @@ def _eligible(attention: bool, with_count: bool) -> Select[Any]:
     """
     study_id, annotator_id = bindparam("study", type_=String), bindparam("annotator", type_=Integer)
     seen = select(Assignment.item_id).where(Assignment.annotator_id == annotator_id)
-    spread = (Item.id * 2654435761 + annotator_id * 40503) % 1000003
+    # 64-bit arithmetic on every database: PostgreSQL's INTEGER would overflow on the multiplier
+    spread = (cast(Item.id, BigInteger) * literal(2654435761, BigInteger) + cast(annotator_id, BigInteger) * 40503) % 1000003
     base = [Item.study_id == study_id, Item.is_attention.is_(attention), Item.id.not_in(seen)]
     if attention:
         stmt = select(Item.id, literal(0).label("load"), spread.label("spread")).where(*base)

@@ -1,4 +1,5 @@
-"""Shared helpers for the annotation tests: a temp SQLite store, a controllable clock, pairs files."""
+"""Shared helpers for the annotation tests: a temp store (SQLite, or PostgreSQL under the `annotation_db` fixture's
+postgresql parameter), a controllable clock, pairs files."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import json
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 from annotation.importing import import_pairs
 from annotation.schemas import StudyConfig
@@ -65,8 +67,18 @@ def write_jsonl(path: Path, rows: Sequence[dict]) -> Path:
     return path
 
 
+# the PostgreSQL cluster the current test stores live on (set by the `annotation_db` fixture), else SQLite files
+DATABASE: dict[str, Any] = {"cluster": None}
+
+
+def store_url(tmp_path: Path, name: str = "annotation.db") -> str:
+    """The URL of a test's store `name`: a SQLite file in `tmp_path`, or a database of the PostgreSQL cluster."""
+    cluster = DATABASE["cluster"]
+    return cluster.url_for(str(tmp_path / name)) if cluster is not None else f"sqlite:///{tmp_path / name}"
+
+
 def make_store(tmp_path: Path, clock: FakeClock | None = None, name: str = "annotation.db") -> StudyStore:
-    url = f"sqlite:///{tmp_path / name}"
+    url = store_url(tmp_path, name)
     return StudyStore(url, clock=clock) if clock else StudyStore(url)
 
 

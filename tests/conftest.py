@@ -111,6 +111,33 @@ def send_message(page: object, text: str) -> None:
 
 
 @pytest.fixture(scope="session")
+def postgres_cluster() -> Iterator[object]:
+    """A throwaway PostgreSQL cluster on a local socket for the whole session, stopped at the end (tests/postgres_cluster.py)."""
+    from tests.postgres_cluster import PostgresCluster
+
+    try:
+        cluster = PostgresCluster().start()
+    except RuntimeError as exc:
+        pytest.fail(str(exc))
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def annotation_db(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Runs an annotation test once on SQLite files and once on the PostgreSQL cluster (`make_store`, `store_url`)."""
+    from tests import annotation_fixtures
+
+    annotation_fixtures.DATABASE["cluster"] = request.getfixturevalue("postgres_cluster") if request.param == "postgresql" else None
+    try:
+        yield request.param
+    finally:
+        annotation_fixtures.DATABASE["cluster"] = None
+
+
+@pytest.fixture(scope="session")
 def browser() -> Iterator[object]:
     """Debian's headless Chromium driven by Playwright (never a downloaded browser)."""
     if not Path(CHROMIUM).exists():

@@ -12,6 +12,8 @@ from annotation.frames import load_judgments
 from annotation.schemas import Finished, Task
 from tests.annotation_fixtures import FakeClock, make_store, seed_study
 
+pytestmark = pytest.mark.usefixtures("annotation_db")  # each test on SQLite and on PostgreSQL
+
 
 def drain(store, annotator, study="s1", choice="A"):
     """Take and answer tasks until the annotator is finished; returns item ids in order."""

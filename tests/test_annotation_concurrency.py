@@ -6,18 +6,18 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import signal
-import sqlite3
 import threading
 import time
 from collections import Counter
-from pathlib import Path
 
 import pytest
 
 from annotation.frames import load_judgments
 from annotation.schemas import Task
 from annotation.store import StudyStore
-from tests.annotation_fixtures import make_store, seed_study
+from tests.annotation_fixtures import make_store, seed_study, store_url
+
+pytestmark = pytest.mark.usefixtures("annotation_db")  # each test on SQLite and on PostgreSQL
 
 WRITERS = 16
 
@@ -85,7 +85,7 @@ def _process_writer(url: str, annotators: list[str], start: float) -> None:
 def test_16_writers_across_processes(tmp_path):
     store = make_store(tmp_path)
     seed_study(store, tmp_path, n_items=30, annotators_per_item=3)
-    url = f"sqlite:///{tmp_path / 'annotation.db'}"
+    url = store_url(tmp_path)
     ctx = mp.get_context("fork")
     start = time.time() + 1.0
     procs = [
@@ -117,23 +117,30 @@ def _endless_writer(url: str) -> None:
             store.submit(token=task.token, choice="A", comment="x" * 2000)
 
 
-def _check_consistent(db: Path) -> int:
-    with sqlite3.connect(db) as raw:
-        assert raw.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
-        assert raw.execute("PRAGMA foreign_key_check").fetchall() == []
-        # A judgment and its assignment's "done" status are written in one transaction: both or neither.
-        orphans = raw.execute(
-            "SELECT count(*) FROM assignments a LEFT JOIN judgments j ON j.assignment_id = a.id "
-            "WHERE (a.status = 'done') != (j.id IS NOT NULL)"
-        ).fetchone()[0]
-        assert orphans == 0
-        # The per-item judgment counter moves in the same transaction as the judgment itself.
-        drift = raw.execute(
-            "SELECT count(*) FROM items i WHERE i.n_done != (SELECT count(*) FROM judgments j WHERE j.item_id = i.id)"
-        ).fetchone()[0]
-        assert drift == 0
-        assert raw.execute("SELECT count(*) FROM judgments WHERE length(comment) != 2000").fetchone()[0] == 0
-        return raw.execute("SELECT count(*) FROM judgments").fetchone()[0]
+def _check_consistent(url: str) -> int:
+    from sqlalchemy import create_engine, text
+
+    engine = create_engine(url)
+    try:
+        with engine.connect() as raw:
+            if url.startswith("sqlite"):
+                assert raw.execute(text("PRAGMA integrity_check")).fetchone()[0] == "ok"
+                assert raw.execute(text("PRAGMA foreign_key_check")).fetchall() == []
+            # A judgment and its assignment's "done" status are written in one transaction: both or neither.
+            orphans = raw.execute(text(
+                "SELECT count(*) FROM assignments a LEFT JOIN judgments j ON j.assignment_id = a.id "
+                "WHERE (a.status = 'done') != (j.id IS NOT NULL)"
+            )).fetchone()[0]
+            assert orphans == 0
+            # The per-item judgment counter moves in the same transaction as the judgment itself.
+            drift = raw.execute(text(
+                "SELECT count(*) FROM items i WHERE i.n_done != (SELECT count(*) FROM judgments j WHERE j.item_id = i.id)"
+            )).fetchone()[0]
+            assert drift == 0
+            assert raw.execute(text("SELECT count(*) FROM judgments WHERE length(comment) != 2000")).fetchone()[0] == 0
+            return raw.execute(text("SELECT count(*) FROM judgments")).fetchone()[0]
+    finally:
+        engine.dispose()
 
 
 @pytest.mark.parametrize("delay", [0.6, 0.9, 1.3])
@@ -141,17 +148,17 @@ def test_sigkill_mid_write_leaves_a_consistent_database(tmp_path, delay):
     store = make_store(tmp_path)
     seed_study(store, tmp_path, n_items=3000, annotators_per_item=1)
     store.close()
-    db = tmp_path / "annotation.db"
-    proc = mp.get_context("fork").Process(target=_endless_writer, args=(f"sqlite:///{db}",))
+    url = store_url(tmp_path)
+    proc = mp.get_context("fork").Process(target=_endless_writer, args=(url,))
     proc.start()
     time.sleep(delay)
     os.kill(proc.pid, signal.SIGKILL)
     proc.join(timeout=30)
     assert proc.exitcode == -signal.SIGKILL
-    written = _check_consistent(db)
+    written = _check_consistent(url)
     assert written > 0, "the writer should have committed some judgments before the kill"
     # The database stays usable: a fresh store serves and records new votes.
-    fresh = StudyStore(f"sqlite:///{db}")
+    fresh = StudyStore(url)
     task = fresh.next_task(study_id="s1", annotator="after-crash")
     assert not fresh.submit(token=task.token, choice="B", comment="y" * 2000).duplicate
-    assert _check_consistent(db) == written + 1
+    assert _check_consistent(url) == written + 1

@@ -5,7 +5,6 @@ and an honest answer ("full", never "done, 0") when no task is left."""
 from __future__ import annotations
 
 import io
-import sqlite3
 
 import pytest
 from sqlalchemy import text
@@ -21,6 +20,8 @@ from annotation.reply_store import add_reply_label, import_reply_items, reply_la
 from annotation.schemas import Finished, Task
 from annotation.store import StudyStore
 from tests.annotation_fixtures import FakeClock, make_store, seed_study, write_jsonl
+
+pytestmark = pytest.mark.usefixtures("annotation_db")  # each test on SQLite and on PostgreSQL
 
 
 @pytest.fixture
@@ -65,8 +66,8 @@ def test_one_annotator_whatever_the_case_or_width(store):
     assert isinstance(first, Task) and isinstance(again, Task) and again.token == first.token
     store.submit_and_next(token=first.token, choice="A")
     assert store.progress(study_id="s1", annotator="Alice").done == 1
-    with sqlite3.connect(store.engine.url.database) as con:
-        assert con.execute("SELECT external_id, match_key FROM annotators").fetchall() == [("ALICE", "alice")]
+    with store.engine.connect() as con:
+        assert [tuple(r) for r in con.execute(text("SELECT external_id, match_key FROM annotators"))] == [("ALICE", "alice")]
     assert set(load_judgments(store, study_id="s1").annotator) == {"ALICE"}  # exported as first seen
 
 

@@ -12,6 +12,8 @@ from annotation.importing import import_judgments, import_pairs
 from annotation.schemas import StudyConfig
 from tests.annotation_fixtures import make_store, pair_line, seed_study, write_jsonl
 
+pytestmark = pytest.mark.usefixtures("annotation_db")  # each test on SQLite and on PostgreSQL
+
 
 @pytest.fixture
 def store(tmp_path):

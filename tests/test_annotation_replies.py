@@ -24,6 +24,8 @@ from annotation.schemas import StudyConfig
 from annotation.store import StudyStore
 from tests.annotation_fixtures import make_store, write_jsonl
 
+pytestmark = pytest.mark.usefixtures("annotation_db")  # each test on SQLite and on PostgreSQL
+
 
 def reply_item(item_id: str, system: str = "MASCOT", reply: str | None = None, **extra: object) -> dict:
     row = {

@@ -19,6 +19,8 @@ from annotation.schemas import Finished, Ratings, StudyConfig, Task
 from annotation.store import StudyStore
 from tests.annotation_fixtures import FakeClock, make_store, pair_line, seed_study, write_jsonl
 
+pytestmark = pytest.mark.usefixtures("annotation_db")  # each test on SQLite and on PostgreSQL
+
 
 def test_schema_comes_from_migrations_and_matches_models(tmp_path):
     store = make_store(tmp_path)
@@ -75,6 +77,7 @@ def test_upgrade_from_first_revision_keeps_and_backfills_data(tmp_path):
     assert store.overview(study_id="old").judgments == 1
 
 
+@pytest.mark.parametrize("annotation_db", ["sqlite"], indirect=True)  # SQLite's own settings
 def test_sqlite_runs_in_wal_with_foreign_keys(tmp_path):
     store = make_store(tmp_path)
     with store.engine.connect() as conn:
@@ -209,6 +212,7 @@ def test_finished_screen_carries_completion_code(tmp_path):
     assert done.progress.label == "2 / 2"
 
 
+@pytest.mark.parametrize("annotation_db", ["sqlite"], indirect=True)  # SQLite's own settings
 def test_cascade_and_constraints_hold_in_sqlite(tmp_path):
     store = make_store(tmp_path)
     seed_study(store, tmp_path, n_items=1)
