@@ -1,10 +1,12 @@
-"""Annotation store benchmark: judgments/s with N concurrent writers on SQLite, and `stats` on 100k judgments.
+"""Annotation store benchmark: judgments/s with N concurrent writers on SQLite and PostgreSQL, beside raw
+single-row inserts on the same database, and `stats` on 100k judgments.
 
 Each writer is one annotator doing what the page does per click: `submit_and_next` (record the vote
 and assign the next item in one write transaction). Threads share one store (one server process); processes each open
 their own (several server workers on one database file).
 
-Run: python benchmarks/annotation_throughput.py --writers 1 4 16 --json runs/annotation_bench.json
+Run: python benchmarks/annotation_throughput.py --writers 1 4 16 --databases sqlite postgresql --json runs/annotation_bench.json
+PostgreSQL is a throwaway cluster on a local socket (tests/postgres_cluster.py; `make postgres` installs it).
 Targets: >= 200 judgments/s with 16 writers; stats on 100,000 judgments < 2 s.
 """
 
@@ -86,9 +88,8 @@ def _process(url: str, annotator: str, start: float, seconds: float, queue: mp.Q
     queue.put((counts[0], time.perf_counter() - t0))
 
 
-def throughput(folder: Path, writers: int, mode: str, seconds: float, n_items: int) -> dict[str, float]:
+def throughput(url: str, folder: Path, writers: int, mode: str, seconds: float, n_items: int) -> dict[str, float]:
     """Judgments per second for `writers` concurrent annotators (k=2, so items never run out early)."""
-    url = f"sqlite:///{folder / f'tp-{mode}-{writers}.db'}"
     store = StudyStore(url)
     store.create_study(config=StudyConfig(id="bench", annotators_per_item=2))
     import_pairs(store, study_id="bench", path=_pairs_file(folder / "pairs.jsonl", n_items))
@@ -214,9 +215,26 @@ def seed_judgments(store: StudyStore, n: int) -> None:
         conn.execute(insert(Judgment), judgments)
 
 
-def stats_time(folder: Path, n: int) -> dict[str, float]:
-    """Seconds for what `python -m annotation stats` does on n judgments: load from SQLite + statistics."""
-    store = StudyStore(f"sqlite:///{folder / 'stats.db'}")
+def raw_inserts(url: str, seconds: float) -> dict[str, float]:
+    """Rows per second of plain one-row INSERT transactions on the same database: the floor the store's writes sit on."""
+    from sqlalchemy import create_engine, text
+
+    engine = create_engine(url)
+    with engine.begin() as conn:
+        conn.execute(text("CREATE TABLE raw_bench (id INTEGER PRIMARY KEY, body TEXT)"))
+    n, t0 = 0, time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        with engine.begin() as conn:
+            conn.execute(text("INSERT INTO raw_bench (id, body) VALUES (:i, :b)"), {"i": n, "b": "x" * 200})
+        n += 1
+    wall = time.perf_counter() - t0
+    engine.dispose()
+    return {"rows": n, "seconds": round(wall, 2), "rows_per_s": round(n / wall, 1)}
+
+
+def stats_time(url: str, n: int) -> dict[str, float]:
+    """Seconds for what `python -m annotation stats` does on n judgments: load from the database + statistics."""
+    store = StudyStore(url)
     seed_judgments(store, n)
     t0 = time.perf_counter()
     frame = load_judgments(store, study_id="big", for_stats=True)
@@ -243,33 +261,50 @@ def main() -> None:
     parser.add_argument("--items", type=int, default=1000, help="pairs in the throughput study (k=2; paper: 200)")
     parser.add_argument("--stats-judgments", type=int, default=100_000)
     parser.add_argument("--json", type=Path, help="also write the results here")
+    parser.add_argument("--databases", nargs="+", choices=("sqlite", "postgresql"), default=["sqlite"])
     args = parser.parse_args()
+    out: dict[str, dict] = {}
     with tempfile.TemporaryDirectory(prefix="annotation-bench-") as tmp:
         folder = Path(tmp)
-        rows = [throughput(folder, w, m, args.seconds, args.items) for m in args.modes for w in args.writers]
-        stats = stats_time(folder, args.stats_judgments)
+        for db in args.databases:
+            cluster = None
+            if db == "postgresql":
+                from tests.postgres_cluster import PostgresCluster
+
+                cluster = PostgresCluster().start()
+
+            def url(name: str, cluster: object = cluster) -> str:
+                return cluster.url(name.replace("-", "_")) if cluster else f"sqlite:///{folder / (name + '.db')}"  # type: ignore[attr-defined]
+
+            try:
+                rows = [throughput(url(f"tp-{m}-{w}"), folder, w, m, args.seconds, args.items)
+                        for m in args.modes for w in args.writers]
+                out[db] = {"throughput": rows, "raw_inserts": raw_inserts(url("raw"), args.seconds),
+                           "stats": stats_time(url("stats"), args.stats_judgments)}
+            finally:
+                if cluster:
+                    cluster.stop()
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(
         f"machine: {os.cpu_count()} CPUs, load average {load:.2f} at the end (other work skews these numbers)"
     )
     print(
-        f"{'mode':<10} {'writers':>7} {'judgments':>9} {'seconds':>8} {'judgments/s':>12} {'CPU ms/judgment':>16}"
+        f"{'database':<11} {'mode':<10} {'writers':>7} {'judgments':>9} {'seconds':>8} {'judgments/s':>12} {'CPU ms/judgment':>16}"
     )
-    for r in rows:
-        cpu = "-" if r["cpu_ms_per_judgment"] is None else r["cpu_ms_per_judgment"]
-        print(
-            f"{r['mode']:<10} {r['writers']:>7} {r['judgments']:>9} {r['seconds']:>8} "
-            f"{r['judgments_per_s']:>12} {cpu:>16}"
-        )
-    print(
-        f"\nstats on {stats['judgments']:,} judgments: load {stats['load_s']} s + compute {stats['compute_s']} s "
-        f"= {stats['total_s']} s (target < 2 s)"
-    )
+    for db, res in out.items():
+        for r in res["throughput"]:
+            cpu = "-" if r["cpu_ms_per_judgment"] is None else r["cpu_ms_per_judgment"]
+            print(
+                f"{db:<11} {r['mode']:<10} {r['writers']:>7} {r['judgments']:>9} {r['seconds']:>8} "
+                f"{r['judgments_per_s']:>12} {cpu:>16}"
+            )
+        raw, stats = res["raw_inserts"], res["stats"]
+        print(f"{db:<11} raw one-row INSERT transactions: {raw['rows_per_s']} rows/s; stats on {stats['judgments']:,} "
+              f"judgments: load {stats['load_s']} s + compute {stats['compute_s']} s = {stats['total_s']} s (target < 2 s)")
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps({"throughput": rows, "stats": stats, "load_average": load}, indent=2))
+        args.json.write_text(json.dumps({"databases": out, "load_average": load}, indent=2))
         print(f"wrote {args.json}")
-
 
 if __name__ == "__main__":
     main()
