@@ -69,6 +69,15 @@ def _person(session: Session, study_id: str, key: str) -> Annotator | None:
     ).first()
 
 
+# PostgreSQL's SQLSTATEs for a transaction the server aborted to let others proceed: retrying it is safe
+_RETRY_SQLSTATES = {"40P01", "40001"}  # deadlock_detected, serialization_failure
+
+
+def _transient(exc: OperationalError) -> bool:
+    """Whether a failed write transaction may simply run again."""
+    return "locked" in str(exc).lower() or getattr(exc.orig, "sqlstate", None) in _RETRY_SQLSTATES
+
+
 class StudyStore:
     """Pairwise-study storage on any SQLAlchemy URL; safe to share across threads."""
 
@@ -103,14 +112,15 @@ class StudyStore:
     def write(self, fn: Callable[[Session], T], attempts: int = 5) -> T:
         """Run `fn(session)` in one write transaction and return its result; all or nothing.
 
-        Retried only when the database stayed locked past the busy timeout (SQLite under load).
+        Retried only when the transaction failed for a transient reason: the database stayed locked past the busy
+        timeout (SQLite under load), or the server aborted it as a deadlock or serialization victim (PostgreSQL).
         """
         for attempt in range(attempts):
             try:
                 with self._gate.hold(), self._write_maker() as session, session.begin():
                     return fn(session)
             except OperationalError as exc:
-                if "locked" not in str(exc).lower() or attempt == attempts - 1:
+                if not _transient(exc) or attempt == attempts - 1:
                     raise
                 time.sleep(0.05 * (attempt + 1))
         raise AssertionError("unreachable")
@@ -304,6 +314,10 @@ class StudyStore:
 
         def run(session: Session) -> tuple[SubmitResult | None, Task | Finished]:
             now = self._clock()
+            # the study row first, as every serving transaction takes it: the same lock order, no deadlock on PostgreSQL
+            study_id = session.scalar(select(Assignment.study_id).where(Assignment.token == vote.token))
+            if study_id is not None:
+                self.study_row(session, study_id, lock=True)
             result, current = record_vote(session, vote, now=now)
             return result, self._serve(session, current.study_id, "", now, annotator_id=current.annotator_id)
 

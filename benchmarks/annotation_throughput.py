@@ -30,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from sqlalchemy import insert  # noqa: E402
 
 from annotation.frames import load_judgments  # noqa: E402
+from annotation.identity import annotator_key  # noqa: E402
 from annotation.importing import import_pairs  # noqa: E402
 from annotation.models import Annotator, Assignment, Item, Judgment, System, utcnow  # noqa: E402
 from annotation.schemas import StudyConfig, Task  # noqa: E402
@@ -147,7 +148,8 @@ def seed_judgments(store: StudyStore, n: int) -> None:
         )
         conn.execute(
             insert(Annotator),
-            [{"id": a + 1, "study_id": "big", "external_id": f"u{a}", "created_at": now} for a in range(40)],
+            [{"id": a + 1, "study_id": "big", "external_id": f"u{a}", "match_key": annotator_key(f"u{a}"),
+              "created_at": now} for a in range(40)],
         )
         turns = json.dumps([{"speaker": "User", "text": "hi"}, {"speaker": "Listener", "text": "hello"}])
         conn.execute(

@@ -162,3 +162,30 @@ def test_sigkill_mid_write_leaves_a_consistent_database(tmp_path, delay):
     task = fresh.next_task(study_id="s1", annotator="after-crash")
     assert not fresh.submit(token=task.token, choice="B", comment="y" * 2000).duplicate
     assert _check_consistent(url) == written + 1
+
+
+def _page_cycle_writer(url: str, annotator: str, start: float) -> None:
+    """One annotator clicking through the page: each vote and the next task in one transaction (submit_and_next)."""
+    store = StudyStore(url)
+    time.sleep(max(0.0, start - time.time()))
+    task = store.next_task(study_id="s1", annotator=annotator)
+    while isinstance(task, Task):
+        _, task = store.submit_and_next(token=task.token, choice="A")
+
+
+def test_16_processes_voting_through_the_page_cycle(tmp_path):
+    # on PostgreSQL, a vote that locked rows before the study row deadlocked against the next serving transaction
+    store = make_store(tmp_path)
+    seed_study(store, tmp_path, n_items=40, annotators_per_item=4)
+    url = store_url(tmp_path)
+    ctx = mp.get_context("fork")
+    start = time.time() + 1.0
+    procs = [ctx.Process(target=_page_cycle_writer, args=(url, f"c{n}", start)) for n in range(WRITERS)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(timeout=180)
+    assert [p.exitcode for p in procs] == [0] * len(procs)
+    frame = load_judgments(store, study_id="s1")
+    assert Counter(frame.item_id) == {f"i{n}": 4 for n in range(40)}
+    assert not frame.duplicated(["item_id", "annotator"]).any()
