@@ -72,6 +72,17 @@ def test_16_concurrent_submits_of_one_task_record_once(tmp_path):
     assert len(load_judgments(store, study_id="s1")) == 1
 
 
+def _run_processes(target, annotators: list, url: str) -> None:  # type: ignore[no-untyped-def]
+    """One forked process per entry of `annotators`, all starting together; each must exit cleanly."""
+    ctx, start = mp.get_context("fork"), time.time() + 1.0
+    procs = [ctx.Process(target=target, args=(url, a, start)) for a in annotators]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(timeout=180)
+    assert [p.exitcode for p in procs] == [0] * len(procs)
+
+
 def _process_writer(url: str, annotators: list[str], start: float) -> None:
     store = StudyStore(url)  # each process: its own engine and connections
     time.sleep(max(0.0, start - time.time()))
@@ -85,18 +96,7 @@ def _process_writer(url: str, annotators: list[str], start: float) -> None:
 def test_16_writers_across_processes(tmp_path):
     store = make_store(tmp_path)
     seed_study(store, tmp_path, n_items=30, annotators_per_item=3)
-    url = store_url(tmp_path)
-    ctx = mp.get_context("fork")
-    start = time.time() + 1.0
-    procs = [
-        ctx.Process(target=_process_writer, args=(url, [f"w{n}a", f"w{n}b"], start))
-        for n in range(WRITERS // 2)
-    ]
-    for p in procs:
-        p.start()
-    for p in procs:
-        p.join(timeout=120)
-    assert [p.exitcode for p in procs] == [0] * len(procs)
+    _run_processes(_process_writer, [[f"w{n}a", f"w{n}b"] for n in range(WRITERS // 2)], store_url(tmp_path))
     frame = load_judgments(store, study_id="s1")
     assert Counter(frame.item_id) == {f"i{n}": 3 for n in range(30)}
     assert not frame.duplicated(["item_id", "annotator"]).any()
@@ -177,15 +177,7 @@ def test_16_processes_voting_through_the_page_cycle(tmp_path):
     # on PostgreSQL, a vote that locked rows before the study row deadlocked against the next serving transaction
     store = make_store(tmp_path)
     seed_study(store, tmp_path, n_items=40, annotators_per_item=4)
-    url = store_url(tmp_path)
-    ctx = mp.get_context("fork")
-    start = time.time() + 1.0
-    procs = [ctx.Process(target=_page_cycle_writer, args=(url, f"c{n}", start)) for n in range(WRITERS)]
-    for p in procs:
-        p.start()
-    for p in procs:
-        p.join(timeout=180)
-    assert [p.exitcode for p in procs] == [0] * len(procs)
+    _run_processes(_page_cycle_writer, [f"c{n}" for n in range(WRITERS)], store_url(tmp_path))
     frame = load_judgments(store, study_id="s1")
     assert Counter(frame.item_id) == {f"i{n}": 4 for n in range(40)}
     assert not frame.duplicated(["item_id", "annotator"]).any()
