@@ -121,3 +121,17 @@ def test_warm_up_primes_each_speaker_and_the_director_and_logs_nothing(monkeypat
     assert engine._selector is None  # fast replies never load the acceptability scorer
     engine.warm_up(pack, "prompted", replies="careful")
     assert engine._selector is not None and engine._selector[0] is not None  # careful replies: loaded at warm-up
+
+
+def test_cli_no_adapters_asks_the_backend_for_no_persona_lora(monkeypatch, capsys):
+    from mascot.__main__ import main as mascot_main
+    from mascot.group.engine import Engine as CliEngine
+
+    def refuse(self, persona):  # type: ignore[no-untyped-def]
+        raise AssertionError(f"--no-adapters asked the backend for {persona.name}'s adapter")
+
+    monkeypatch.setattr(CliEngine, "attach_persona", refuse)
+    rc = mascot_main(["chat", "--message", "I got the job!", "--backend", "fake", "--mode", "round-robin",
+                      "--no-adapters", "--replies", "fast", "--json"])
+    assert rc == 0
+    assert [json.loads(line)["speaker"] for line in capsys.readouterr().out.splitlines()] == ["Anchor", "Catalyst", "Beacon"]

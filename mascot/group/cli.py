@@ -57,7 +57,9 @@ def build_group(args: argparse.Namespace) -> GroupChat:
     best_of = settings.careful_best_of if args.best_of is None else check_best_of(args.best_of)
     engine = Engine.load(config, safety=live_detector(settings), llm_safety_judge=settings.safety_llm_judge,
                          careful_best_of=best_of)
-    for w in engine.attach_adapters(pack):
+    # --no-adapters: no persona LoRA is asked of the backend (an OpenAI-compatible server may have none to load)
+    attached = (engine.attach_director() if args.mode == "trained" else []) if args.no_adapters else engine.attach_adapters(pack)
+    for w in attached:
         print(f"warning: {w}", file=sys.stderr)
     replies = args.replies or settings.replies
     if replies == "careful" and engine.selector()[0] is None:
