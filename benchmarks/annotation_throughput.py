@@ -253,6 +253,27 @@ def stats_time(url: str, n: int) -> dict[str, float]:
     }
 
 
+def measure(db: str, folder: Path, args: argparse.Namespace) -> dict:
+    """Throughput, raw inserts and `stats` on one database: SQLite files in `folder`, or a throwaway PostgreSQL cluster."""
+    cluster = None
+    if db == "postgresql":
+        from tests.postgres_cluster import PostgresCluster
+
+        cluster = PostgresCluster().start()
+
+    def url(name: str) -> str:
+        return cluster.url(name.replace("-", "_")) if cluster else f"sqlite:///{folder / (name + '.db')}"
+
+    try:
+        rows = [throughput(url(f"tp-{m}-{w}"), folder, w, m, args.seconds, args.items)
+                for m in args.modes for w in args.writers]
+        return {"throughput": rows, "raw_inserts": raw_inserts(url("raw"), args.seconds),
+                "stats": stats_time(url("stats"), args.stats_judgments)}
+    finally:
+        if cluster:
+            cluster.stop()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--writers", type=int, nargs="+", default=[1, 4, 16])
@@ -269,23 +290,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="annotation-bench-") as tmp:
         folder = Path(tmp)
         for db in args.databases:
-            cluster = None
-            if db == "postgresql":
-                from tests.postgres_cluster import PostgresCluster
-
-                cluster = PostgresCluster().start()
-
-            def url(name: str, cluster: object = cluster) -> str:
-                return cluster.url(name.replace("-", "_")) if cluster else f"sqlite:///{folder / (name + '.db')}"  # type: ignore[attr-defined]
-
-            try:
-                rows = [throughput(url(f"tp-{m}-{w}"), folder, w, m, args.seconds, args.items)
-                        for m in args.modes for w in args.writers]
-                out[db] = {"throughput": rows, "raw_inserts": raw_inserts(url("raw"), args.seconds),
-                           "stats": stats_time(url("stats"), args.stats_judgments)}
-            finally:
-                if cluster:
-                    cluster.stop()
+            out[db] = measure(db, folder, args)
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(
         f"machine: {os.cpu_count()} CPUs, load average {load:.2f} at the end (other work skews these numbers)"

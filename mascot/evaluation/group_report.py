@@ -8,6 +8,7 @@ import math
 from typing import Any
 
 from mascot.errors import ConfigError
+from mascot.evaluation.report import p_text
 
 
 def _valences(results: dict[str, Any]) -> list[str]:
@@ -43,10 +44,6 @@ def render(results: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _p(p: float | None) -> str:
-    return "–" if p is None or math.isnan(p) else ("< 1e-05" if p < 1e-5 else format(p, ".3g"))
-
-
 def markdown(results: dict[str, Any]) -> str:
     """The table in Markdown: one row per system, scores by valence, the tests against the reference system."""
     vals, tests = _valences(results), results.get("tests") or {}
@@ -62,7 +59,7 @@ def markdown(results: dict[str, Any]) -> str:
                  *[f"{bv[v]:.1f}" if v in bv else "–" for v in vals],
                  f"{acc['acceptable']:.1f}" if acc else "–", f"{acc['unacceptable']:.1f}" if acc else "–",
                  f"{t['mean_diff']:+.2f} ({t['wins']}/{t['ties']}/{t['losses']})" if t else "reference",
-                 f"{_p(t['wilcoxon_p'])} ({_p(t.get('wilcoxon_p_holm'))})" if t else "", _p(t.get("sign_p")) if t else ""]
+                 f"{p_text(t['wilcoxon_p'])} ({p_text(t.get('wilcoxon_p_holm'))})" if t else "", p_text(t.get("sign_p")) if t else ""]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 

@@ -121,9 +121,10 @@ def fmt(ms: dict[str, Any] | None) -> str:
     return f"{ms['mean']:.1f} ± {ms['std']:.1f}"
 
 
-def _p(p: float | None) -> str:
-    """A p-value for the tables: three significant digits, and "< 1e-05" where the stored value rounds to 0."""
-    return "–" if p is None else ("< 1e-05" if p < 1e-5 else format(p, ".3g"))
+def p_text(p: float | None) -> str:
+    """A p-value for the tables: three significant digits, "< 1e-05" where the stored value rounds to 0, "–" when
+    there is none."""
+    return "–" if p is None or math.isnan(p) else ("< 1e-05" if p < 1e-5 else format(p, ".3g"))
 
 
 def _num(x: float | None, digits: int = 3) -> str:
@@ -192,7 +193,7 @@ def markdown(results: dict[str, Any]) -> str:
                 t = cols.get(c) or {}
                 cells.append("–" if t.get("mean_diff") is None else
                              f"{t.get('mean_a', float('nan')):.1f} vs {t.get('mean_b', float('nan')):.1f}: "
-                             f"{t['mean_diff']:+.1f} (p {_p(t.get('p'))})")
+                             f"{t['mean_diff']:+.1f} (p {p_text(t.get('p'))})")
             lines.append(f"| {label} | {n} | " + " | ".join(cells) + " |")
     notes = [f"- {s['label']}: skipped: {s['reason']}" for s in systems.values() if s["status"] == "skipped"]
     notes += [f"- {s['label']}: {n}" for s in ran.values() for n in s.get("notes", [])]
