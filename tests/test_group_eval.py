@@ -130,3 +130,67 @@ def test_mbti_sweep_writes_a_table_per_profile_and_the_heatmap(tmp_path: Path, c
     assert png.read_bytes()[:4] == b"\x89PNG"
     with pytest.raises(ConfigError, match="big5, mbti"):
         sweep_profiles("ocean")
+
+
+def test_interrupted_evaluation_resumes_from_its_cached_dialogues(tmp_path: Path, capsys, monkeypatch) -> None:
+    import mascot.group.rollouts as rollouts
+
+    base = ["eval", "--level", "group", "--systems", "round-robin,mascot-c", "--limit", "3", "--batch-size", "1",
+            "--backend", "fake", "--run", "tiny-cpu", "--scorer", "none"]
+    full = tmp_path / "full.json"
+    assert mascot_main([*base, "--json", str(full)]) == 0
+    real, calls = rollouts.roll_forward, []
+
+    def interrupted(*args, **kwargs):  # the machine goes down while the fourth batch rolls out
+        calls.append(1)
+        if len(calls) == 4:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    cache, resumed = tmp_path / "cache", tmp_path / "resumed.json"
+    monkeypatch.setattr(rollouts, "roll_forward", interrupted)
+    assert mascot_main([*base, "--cache", str(cache), "--json", str(resumed)]) == 130  # Ctrl-C's exit status
+    assert len(list(cache.glob("*.json"))) == 3 and not list(cache.glob(".tmp-*")) and not resumed.exists()
+    monkeypatch.setattr(rollouts, "roll_forward", real)
+    capsys.readouterr()
+    assert mascot_main([*base, "--cache", str(cache), "--json", str(resumed)]) == 0
+    assert "3 batches loaded, 3 rolled out and saved" in capsys.readouterr().out
+    a, b = json.loads(full.read_text()), json.loads(resumed.read_text())
+    for system in ("round-robin", "mascot-c"):  # the same dialogues and scores as the uninterrupted run
+        assert a["systems"][system]["dialogues"] == b["systems"][system]["dialogues"]
+        assert a["systems"][system]["per_scenario"] == b["systems"][system]["per_scenario"]
+        assert a["systems"][system]["decisions"] == b["systems"][system]["decisions"]
+    # other settings never read these files: more user turns roll everything out again
+    assert mascot_main([*base, "--cache", str(cache), "--user-turns", "3"]) == 0
+    assert "0 batches loaded, 6 rolled out" in capsys.readouterr().out
+
+
+def test_a_judge_failure_is_counted_and_left_out_without_aborting(tmp_path: Path, capsys, monkeypatch) -> None:
+    import mascot.judges.group as group_judges
+
+    real = group_judges.load_group_judge
+
+    class Flaky:
+        """The offline judge, except that one block (the first it is shown) always raises."""
+
+        def __init__(self, judge) -> None:
+            self.judge, self.poisoned = judge, None
+
+        def describe(self) -> str:
+            return self.judge.describe()
+
+        def score_blocks(self, blocks):
+            self.poisoned = self.poisoned or blocks[0]
+            if any(b is self.poisoned for b in blocks):
+                raise TimeoutError("judge endpoint timed out")
+            return self.judge.score_blocks(blocks)
+
+    monkeypatch.setattr(group_judges, "load_group_judge", lambda name: Flaky(real(name)))
+    out, md = tmp_path / "g.json", tmp_path / "g.md"
+    assert mascot_main(["eval", "--level", "group", "--systems", "round-robin", "--limit", "2", "--backend", "fake",
+                        "--run", "tiny-cpu", "--scorer", "none", "--json", str(out), "--markdown", str(md)]) == 0
+    printed = capsys.readouterr().out
+    s = json.loads(out.read_text())["systems"]["round-robin"]
+    assert s["judge_failures"] == 1 and s["judged_blocks"] > 1 and "TimeoutError" in s["judge_errors"][0]
+    assert not any(math.isnan(x) for x in s["per_scenario"])  # the other blocks still score every scenario
+    assert f"1 of {s['judged_blocks']} judged blocks failed" in printed and f"1/{s['judged_blocks']}" in md.read_text()

@@ -91,6 +91,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "import-pairs` (a human study of any row of the table)")
     p.add_argument("--reuse", action="append", default=None, help="a previous --json file (repeatable): take the systems "
                    "it holds from it (same scenarios and settings are checked) and roll out only the others")
+    p.add_argument("--cache", default=None, help="folder for finished rollout batches: a rerun of an interrupted "
+                   "evaluation with the same settings loads them instead of rolling them out again")
     p.add_argument("--max-new-tokens", type=int, default=None, help="speaker token budget for every system (default: the chat's)")
     p.add_argument("--backend", default="auto", help="backend for the frozen speakers, user and directors (auto: llamacpp "
                    "on CPU for the embedded GGUF; 'recipe' keeps the recipe's rollout_backend; default: %(default)s)")
@@ -174,6 +176,7 @@ def run_compare(args: argparse.Namespace, loaded: dict[str, Any] | None = None) 
     run_dir = Path(args.checkpoints_dir) / (args.run or cfg.run)
     if not run_dir.is_dir():
         raise ConfigError(f"No run folder {run_dir}: train one (python -m mascot train stage2 --recipe {args.recipe}) or pass --run.")
+    from mascot.evaluation.rollout_cache import RolloutCache
     from mascot.evaluation.runner import accept_dialogues, load_scorer
     from mascot.group.personas import load_pack
 
@@ -211,6 +214,11 @@ def run_compare(args: argparse.Namespace, loaded: dict[str, Any] | None = None) 
     results["repeats"] = args.repeats
     if args.repeats < 1:
         raise ConfigError(f"--repeats {args.repeats}: give at least 1 rollout per scenario.")
+    cache = RolloutCache(getattr(args, "cache", None), {
+        "run": str(run_dir), "adapters": adapter_fingerprint(run_dir), "recipe": args.recipe, "pack": cfg.pack,
+        "model": cfg.model, "backend": cfg.rollout_backend, "scripts": args.scripts or cfg.scripts,
+        "split": results["split"], "user": args.user, "profile": args.profile, "user_turns": user_turns,
+        "max_new_tokens": args.max_new_tokens, "min_speakers": args.min_speakers})
     for system in systems:
         if system in previous:
             results["systems"][system] = previous[system]
@@ -229,11 +237,14 @@ def run_compare(args: argparse.Namespace, loaded: dict[str, Any] | None = None) 
         rollouts = [Rollout.from_script(f"{system}:{s.id}" + (f"#{k}" if k else ""), s, seed=1000 + i + ROLLOUT_SEED_STEP * k)
                     for k in range(args.repeats) for i, s in enumerate(scripts)]
         for start in range(0, len(rollouts), args.batch_size):
-            roll_forward(chat, rollouts[start : start + args.batch_size], user, user_turns=user_turns - 1)
-        per_rollout, first_round_distinct, crit = [], [], {}
+            batch = rollouts[start : start + args.batch_size]
+            if not cache.restore(system, batch):
+                roll_forward(chat, batch, user, user_turns=user_turns - 1)
+                cache.store(system, batch)
+        per_rollout, first_round_distinct, crit, failures = [], [], {}, JudgeFailures()
         for r in rollouts:
             blocks = blocks_from_dialogue(r.dialogue, 1, roster, args.block_turns, pack.setting)
-            verdicts = [v for v in judge.score_blocks(blocks) if v.valid]
+            verdicts = failures.keep_valid(judge, blocks)
             per_rollout.append(statistics.fmean(to_100(v.aggregate) for v in verdicts) if verdicts else math.nan)
             for v in verdicts:
                 for k, x in (v.scores or {}).items():
@@ -270,15 +281,58 @@ def run_compare(args: argparse.Namespace, loaded: dict[str, Any] | None = None) 
             / max(1, sum(len([t for t in r.dialogue.turns if t.is_user]) for r in rollouts)),
             "acceptability": (accept_dialogues(scorer, [r.dialogue for r in rollouts], [p.name for p in roster])
                               if scorer is not None else None),
+            "judged_blocks": failures.blocks, "judge_failures": failures.count, "judge_errors": failures.examples,
             "seconds": round(time.time() - t0, 1),
             "dialogues": [r.dialogue.to_dict() for r in rollouts],
         }
-        print(f"[compare] {system}: mean {results['systems'][system]['mean']:.2f} ({results['systems'][system]['seconds']} s)", flush=True)
+        done = results["systems"][system]
+        note = f", {failures.count} of {failures.blocks} judged blocks failed and were left out" if failures.count else ""
+        print(f"[compare] {system}: mean {done['mean']:.2f} ({done['seconds']} s{note})", flush=True)
+    if cache.folder is not None:
+        results["cache"] = {"folder": str(cache.folder), "batches_loaded": cache.loaded, "batches_rolled_out": cache.saved}
+        print(f"[compare] cache {cache.folder}: {cache.loaded} batches loaded, {cache.saved} rolled out and saved", flush=True)
     reference = next((n for n in systems if ALIASES.get(n, n) == "mascot"), None)
     if reference is not None and len(systems) > 1:
         results["reference"] = reference
         results["tests"] = against_reference(results, reference)
     return results
+
+
+class JudgeFailures:
+    """Blocks the group judge could not score: left out of the means, counted for the report. A judge that raises
+    on a batch is asked again block by block, so one bad block never aborts the run."""
+
+    def __init__(self) -> None:
+        self.blocks = self.count = 0
+        self.examples: list[str] = []
+
+    def keep_valid(self, judge: Any, blocks: list[Any]) -> list[Any]:
+        try:
+            verdicts = judge.score_blocks(blocks)
+        except Exception:  # noqa: BLE001 - retried one block at a time below
+            verdicts = [self._one(judge, b) for b in blocks]
+        self.blocks += len(blocks)
+        bad = [v for v in verdicts if not v.valid]
+        self.count += len(bad)
+        for v in bad:
+            if len(self.examples) < 5:
+                self.examples.append(str(v.error)[:200])
+        return [v for v in verdicts if v.valid]
+
+    @staticmethod
+    def _one(judge: Any, block: Any) -> Any:
+        from mascot.judges.group import GroupVerdict
+
+        try:
+            return judge.score_blocks([block])[0]
+        except Exception as exc:  # noqa: BLE001 - recorded as this block's failure
+            return GroupVerdict.invalid(f"{type(exc).__name__}: {exc}")
+
+
+def adapter_fingerprint(run_dir: Path) -> list[list[Any]]:
+    """Name, size and modification time of every adapter weight file in `run_dir`: a retrained adapter is a new key."""
+    return [[str(p.relative_to(run_dir)), p.stat().st_size, p.stat().st_mtime_ns]
+            for p in sorted(run_dir.rglob("*.safetensors"))]
 
 
 ROLLOUT_SEED_STEP = 7919  # rollout k of a scenario uses seed 1000 + index + k * this

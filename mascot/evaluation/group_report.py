@@ -15,6 +15,13 @@ def _valences(results: dict[str, Any]) -> list[str]:
     return sorted({v for s in results["systems"].values() for v in (s.get("by_valence") or {})})
 
 
+def failed(system: dict[str, Any]) -> str:
+    """Judge failures as "failed/judged" blocks ("–" for a result file from before they were counted)."""
+    if "judge_failures" not in system:
+        return "–"
+    return f"{system['judge_failures']}/{system['judged_blocks']}"
+
+
 def render(results: dict[str, Any]) -> str:
     lines = [f"Group-level evaluation — run {results['run']}, {len(results['scenarios'])} held-out scenarios ({results['split']})"
              + (f" x {results['repeats']} rollouts each (scores are per-scenario means)" if results.get("repeats", 1) > 1 else "") + ", "
@@ -24,7 +31,8 @@ def render(results: dict[str, Any]) -> str:
     vals = _valences(results)
     lines.append(f"{'system':<12} {'group score':>16} " + " ".join(f"{v[:8]:>8}" for v in vals) + " "
                  + " ".join(f"{c[:11]:>11}" for c in crit)
-                 + f" {'valid dir.':>10} {'>=2 voices':>10} {'turns/msg':>9} {'repeats':>7} {'acceptable':>10} {'not acc.':>8}")
+                 + f" {'valid dir.':>10} {'>=2 voices':>10} {'turns/msg':>9} {'repeats':>7} {'acceptable':>10} {'not acc.':>8}"
+                 f" {'judge fail':>10}")
     for name, s in results["systems"].items():
         acc = s.get("acceptability") or {}
         bv = s.get("by_valence") or {}
@@ -32,7 +40,8 @@ def render(results: dict[str, Any]) -> str:
                      + " " + " ".join(f"{s['criteria'].get(c, float('nan')):>11.1f}" for c in crit)
                      + f" {100 * s['valid_directive_rate']:>9.1f}% {100 * s['openings_with_2plus_personas']:>9.1f}%"
                      f" {s['persona_turns_per_user_turn']:>9.2f} {s['repeats_in_round']:>7}"
-                     f" {acc.get('acceptable', float('nan')):>9.1f}% {acc.get('unacceptable', float('nan')):>7.1f}%")
+                     f" {acc.get('acceptable', float('nan')):>9.1f}% {acc.get('unacceptable', float('nan')):>7.1f}%"
+                     f" {failed(s):>10}")
     if results.get("tests"):
         ref = results.get("reference", "trained")
         lines += ["", f"{ref} vs      mean diff   W/T/L     Wilcoxon p (Holm)   sign p     paired t p   beats at p<0.05 (Holm)?"]
@@ -48,7 +57,7 @@ def markdown(results: dict[str, Any]) -> str:
     """The table in Markdown: one row per system, scores by valence, the tests against the reference system."""
     vals, tests = _valences(results), results.get("tests") or {}
     head = ["system", "group score", *vals, "acceptable %", "not acceptable %", "vs " + results.get("reference", "–"),
-            "Wilcoxon p (Holm)", "sign p"]
+            "Wilcoxon p (Holm)", "sign p", "judge failures"]
     lines = [f"{len(results['scenarios'])} held-out scenarios ({results['split']}), {results['user']} simulated user, "
              f"{results['user_turns']} user turns, N={results['block_turns']} blocks, {results['judge']}"
              + (f", min speakers {results['min_speakers']}" if results.get("min_speakers") else ""), "",
@@ -59,7 +68,8 @@ def markdown(results: dict[str, Any]) -> str:
                  *[f"{bv[v]:.1f}" if v in bv else "–" for v in vals],
                  f"{acc['acceptable']:.1f}" if acc else "–", f"{acc['unacceptable']:.1f}" if acc else "–",
                  f"{t['mean_diff']:+.2f} ({t['wins']}/{t['ties']}/{t['losses']})" if t else "reference",
-                 f"{p_text(t['wilcoxon_p'])} ({p_text(t.get('wilcoxon_p_holm'))})" if t else "", p_text(t.get("sign_p")) if t else ""]
+                 f"{p_text(t['wilcoxon_p'])} ({p_text(t.get('wilcoxon_p_holm'))})" if t else "", p_text(t.get("sign_p")) if t else "",
+                 failed(s)]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
@@ -72,13 +82,13 @@ def csv_table(results: dict[str, Any]) -> str:
     w = csv.writer(out)
     w.writerow(["system", "label", "mean", "std", *[f"valence_{v}" for v in vals], *crit, "acceptable_pct",
                 "unacceptable_pct", "mean_diff_vs_reference", "wins", "ties", "losses", "wilcoxon_p", "wilcoxon_p_holm",
-                "sign_p", "ttest_p"])
+                "sign_p", "ttest_p", "judged_blocks", "judge_failures"])
     for name, s in results["systems"].items():
         acc, bv, t = s.get("acceptability") or {}, s.get("by_valence") or {}, (results.get("tests") or {}).get(name, {})
         w.writerow([name, s.get("label", ""), round(s["mean"], 3), round(s["std"], 3), *[bv.get(v, "") for v in vals],
                     *[s["criteria"].get(c, "") for c in crit], acc.get("acceptable", ""), acc.get("unacceptable", ""),
                     *[t.get(k, "") for k in ("mean_diff", "wins", "ties", "losses", "wilcoxon_p", "wilcoxon_p_holm",
-                                             "sign_p", "ttest_p")]])
+                                             "sign_p", "ttest_p")], s.get("judged_blocks", ""), s.get("judge_failures", "")])
     return out.getvalue()
 
 
