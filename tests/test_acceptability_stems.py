@@ -79,3 +79,29 @@ def test_a_tagged_sample_is_its_own_source(tmp_path):
     plain, tagged = ([json.loads(x) for x in (tmp_path / d / "replies.jsonl").read_text().splitlines()] for d in "ab")
     assert {r["system"] for r in tagged} == {"prompted:variant"} and {r["system"] for r in plain} == {"prompted"}
     assert not {r["id"] for r in plain} & {r["id"] for r in tagged}
+
+
+def test_all_draws_of_a_careful_turn_are_written_beside_the_one_shown(tmp_path):
+    from collections import defaultdict
+
+    from mascot.acceptability.sampling import Draw, sample_replies
+
+    pack, draws = load_pack("emotional-support"), [Draw.parse("prompted+best3+stems@0.6#0")]
+    sample_replies(load_backend("fake"), pack, _scenarios(), draws, tmp_path / "shown", progress=False)
+    sample_replies(load_backend("fake"), pack, _scenarios(), draws, tmp_path / "all", progress=False, all_draws=True)
+    shown, every = ([json.loads(x) for x in (tmp_path / d / "replies.jsonl").read_text().splitlines()]
+                    for d in ("shown", "all"))
+    groups = defaultdict(list)
+    for r in every:
+        groups[r["group"]].append(r)
+    assert len(groups) == len(shown) and len({r["id"] for r in every}) == len(every)
+    for rows in groups.values():
+        assert [r["chosen"] for r in rows].count(True) == 1 and 1 <= len(rows) <= 3
+        assert len({r["reply"] for r in rows}) == len(rows) and all(0 <= r["acceptability"] <= 1 for r in rows)
+        assert len({json.dumps(r["context"]) for r in rows}) == 1  # every draw answered the same conversation
+    # the draws shown are exactly what the sample without --all-draws holds
+    chosen = sorted((r["id"], r["reply"]) for r in every if r["chosen"])
+    assert chosen == sorted((r["id"], r["reply"]) for r in shown)
+    assert any(len(rows) > 1 for rows in groups.values())
+    blind = [json.loads(x) for f in (tmp_path / "all/blind").glob("*.jsonl") for x in f.read_text().splitlines()]
+    assert sorted(b["id"] for b in blind) == sorted(r["id"] for r in every) and "chosen" not in blind[0]

@@ -35,6 +35,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--batch-size", type=int, default=16)
     p.add_argument("--batches-of", type=int, default=400, help="replies per blind labelling file")
     p.add_argument("--limit", type=int, default=None, help="only the first N openings by id")
+    p.add_argument("--all-draws", action="store_true", help="best-of-N systems: also write the draws not shown, "
+                   "marked by turn (`group`), `draw` and `chosen`, so a selector can be scored against all of them")
     p.add_argument("--output", required=True, type=Path)
     p.add_argument("--no-progress", action="store_true")
     p = sub.add_parser("collect", help="turn sampled replies and labellers' files into the annotation store's import files")
@@ -101,7 +103,8 @@ def main(args: argparse.Namespace) -> int:
         scenarios = scenarios[: args.limit] if args.limit else scenarios
         backend = load_backend("llamacpp", **args.settings.backend_options())
         summary = sample_replies(backend, pack, scenarios, draws, args.output, args.checkpoints_dir, args.run,
-                                 args.batch_size, args.batches_of, progress=not args.no_progress, tag=args.tag)
+                                 args.batch_size, args.batches_of, progress=not args.no_progress, tag=args.tag,
+                                 all_draws=args.all_draws)
         print(json.dumps(summary, indent=1))
         return 0
     if args.accept_command == "stems":

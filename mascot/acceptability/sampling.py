@@ -78,9 +78,15 @@ BLIND_FIELDS = ("id", "persona", "persona_role", "context", "reply")
 
 def sample_replies(backend: Backend, pack: PersonaPack, scenarios: list[Scenario], draws: list[Draw], output: Path,
                    checkpoints_dir: str = "checkpoints", run: str | None = None, batch_size: int = 16,
-                   batches_of: int = 400, progress: bool = True, tag: str | None = None) -> dict[str, Any]:
+                   batches_of: int = 400, progress: bool = True, tag: str | None = None,
+                   all_draws: bool = False) -> dict[str, Any]:
     """Generate every draw's round on every scenario; write `replies.jsonl` (with sources) and blind shuffled
-    `blind/batch_NN.jsonl` files of `batches_of` replies each. Crisis rounds and empty replies are left out."""
+    `blind/batch_NN.jsonl` files of `batches_of` replies each. Crisis rounds and empty replies are left out.
+
+    With `all_draws`, a best-of-N system's draws that were not shown are written too, each beside the shown one:
+    every record of such a turn carries `group` (scenario and persona), `draw` (its index) and `chosen`, and the
+    selector's `acceptability` and `flagged` for it, so labels of all draws can score a selector against the best
+    draw there was. A draw identical to an earlier one of its turn is not written twice."""
     output.mkdir(parents=True, exist_ok=True)
     records: list[dict[str, Any]] = []
     selector = None
@@ -89,6 +95,7 @@ def sample_replies(backend: Backend, pack: PersonaPack, scenarios: list[Scenario
         from mascot.acceptability.selection import Selector
 
         selector = Selector(AcceptabilityScorer.load())
+        selector.record = [] if all_draws else None
     with (output / "replies.jsonl").open("w", encoding="utf-8") as fh:
         for draw in draws:
             system = make_system(draw.system)
@@ -98,16 +105,41 @@ def sample_replies(backend: Backend, pack: PersonaPack, scenarios: list[Scenario
             if reason:
                 raise ConfigError(f"Cannot draw {draw.name}: {reason}")
             for start in tqdm(range(0, len(scenarios), batch_size), desc=draw.name, disable=not progress):
+                choices = {}
+                if selector is not None and selector.record is not None:
+                    selector.record.clear()
                 for r in system.generate(backend, pack, scenarios[start:start + batch_size], ctx):
                     if r.crisis:
                         continue
+                    if selector is not None and selector.record is not None:
+                        choices = {(tuple(c["context"]), c["persona"]): c for c in selector.record}
                     for rec in round_records(r, draw, run, tag):
                         if rec["reply"].strip() and rec["reply"] != "…":
-                            records.append(rec)
-                            fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
+                            group = with_draws(rec, choices)
+                            records += group
+                            fh.writelines(json.dumps(x, ensure_ascii=False) + "\n" for x in group)
                 fh.flush()
     write_blind(records, output / "blind", batches_of)
     return {"replies": len(records), "draws": [d.name for d in draws], "scenarios": len(scenarios)}
+
+
+def with_draws(rec: dict[str, Any], choices: dict[tuple, dict[str, Any]]) -> list[dict[str, Any]]:
+    """`rec`, and when the selector recorded its turn, the turn's other draws as records of their own."""
+    choice = choices.get((tuple((t["speaker"], t["text"]) for t in rec["context"]), rec["persona"]))
+    if choice is None or choice["draws"][choice["chosen"]] != rec["reply"]:
+        return [rec]
+    group = f"{rec['scenario']}|{rec['persona']}"
+    out, seen = [], set()
+    for j, text in enumerate(choice["draws"]):
+        if text in seen or not text.strip():
+            continue
+        seen.add(text)
+        chosen = j == choice["chosen"]
+        base = rec if chosen else {**rec, "id": "r" + hashlib.sha1(f"{rec['id']}|draw{j}".encode()).hexdigest()[:10],
+                                   "reply": text}
+        out.append({**base, "group": group, "draw": j, "chosen": chosen,
+                    "acceptability": choice["acceptability"][j], "flagged": choice["flagged"][j]})
+    return out
 
 
 def write_blind(records: list[dict[str, Any]], folder: Path, batches_of: int, seed: int = 0) -> list[Path]:

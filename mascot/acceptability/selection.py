@@ -29,6 +29,8 @@ class Selector:
         self.scorer = scorer
         self.fit_weight = fit_weight
         self.threshold = float(scorer.card.get("threshold", 0.5)) if threshold is None else threshold
+        # when a list, every choice is appended to it with all its draws (`accept sample --all-draws` labels them)
+        self.record: list[dict] | None = None
 
     def choose(self, dialogue: Dialogue, persona: Persona, texts: list[str]) -> Choice:
         earlier = earlier_turns(dialogue)
@@ -37,6 +39,11 @@ class Selector:
         flagged = [bool(s.faults) or s.acceptability < self.threshold or not ok for s, ok in zip(scores, usable)]
         best = max(range(len(texts)),
                    key=lambda i: (usable[i], not flagged[i], scores[i].combined(self.fit_weight), -i))
+        if self.record is not None:
+            self.record.append({"context": [(t.speaker, t.text) for t in dialogue.turns], "persona": persona.name,
+                                "draws": list(texts), "chosen": best,
+                                "acceptability": [round(x.acceptability, 4) for x in scores],
+                                "flagged": flagged})
         return Choice(best, {
             "best_of": len(texts), "chosen": best, "all_flagged": all(flagged),
             "acceptability": [round(s.acceptability, 3) for s in scores],
