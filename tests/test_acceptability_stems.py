@@ -105,3 +105,35 @@ def test_all_draws_of_a_careful_turn_are_written_beside_the_one_shown(tmp_path):
     assert any(len(rows) > 1 for rows in groups.values())
     blind = [json.loads(x) for f in (tmp_path / "all/blind").glob("*.jsonl") for x in f.read_text().splitlines()]
     assert sorted(b["id"] for b in blind) == sorted(r["id"] for r in every) and "chosen" not in blind[0]
+
+
+def test_selectors_are_scored_against_every_labelled_draw(tmp_path, capsys):
+    from mascot.__main__ import main as mascot_main
+    from mascot.acceptability.sampling import Draw, sample_replies
+
+    pack, draws = load_pack("emotional-support"), [Draw.parse("prompted+best3+stems@0.6#0")]
+    sample_replies(load_backend("fake"), pack, _scenarios(), draws, tmp_path / "all", progress=False, all_draws=True)
+    rows = [json.loads(x) for x in (tmp_path / "all/replies.jsonl").read_text().splitlines()]
+    grades = ("not_acceptable", "borderline", "acceptable")
+    labels = tmp_path / "labels.jsonl"  # draw j of a turn gets grade j: the last draw is always the best
+    labels.write_text("".join(json.dumps({"id": r["id"], "annotator": "t", "acceptability": grades[r["draw"]]}) + "\n"
+                              for r in rows))
+    out = tmp_path / "sel.json"
+    assert mascot_main(["accept", "selectors", "--replies", str(tmp_path / "all/replies.jsonl"), "--labels", str(labels),
+                        "--output", str(out)]) == 0
+    report = json.loads(out.read_text())
+    turns = len({r["group"] for r in rows})
+    assert report["turns"] == turns and report["draws"] == len(rows)
+    pol = report["policies"]
+    assert pol["draw0"]["not_acceptable"]["count"] == turns  # every turn's first draw was graded worst
+    last = sum(1 for g in {r["group"] for r in rows} if max(r["draw"] for r in rows if r["group"] == g) == 2)
+    assert pol["best"]["acceptable"]["count"] == last
+    # the shipped scorer run again over the same draws shows what the sample showed
+    assert pol["scorer:shipped"]["vs_shown"]["turns_differ"] == 0
+    assert pol["best"]["vs_shown"]["worse"] == 0 and 0 < report["scorer_auc"]["shipped"]["auc_not_unacceptable"] <= 1
+    # a sample without --all-draws cannot be scored this way
+    plain = tmp_path / "plain"
+    sample_replies(load_backend("fake"), pack, _scenarios(), draws, plain, progress=False)
+    capsys.readouterr()
+    assert mascot_main(["accept", "selectors", "--replies", str(plain / "replies.jsonl"), "--labels", str(labels)]) == 2
+    assert "--all-draws" in capsys.readouterr().err

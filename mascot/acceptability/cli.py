@@ -49,6 +49,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--joint", action="store_true",
                    help="also fine-tune a joint encoder on (message, reply) and stack its log-odds (minutes on a CPU)")
     p.add_argument("--joint-epochs", type=int, default=4)
+    p = sub.add_parser("selectors", help="labels of the draw each selector would show, from all draws labelled")
+    p.add_argument("--replies", required=True, help="comma-separated replies.jsonl files from `sample --all-draws`")
+    p.add_argument("--labels", required=True, help="comma-separated label JSONL files")
+    p.add_argument("--scorers", default="shipped", help="comma-separated: shipped or scorer folders (default: %(default)s)")
+    p.add_argument("--pack", default="emotional-support")
+    p.add_argument("--output", type=Path, default=None, help="also write the report as JSON here")
     p = sub.add_parser("compare", help="labelled shares per system with Wilson intervals, and paired sign tests")
     p.add_argument("--replies", required=True, help="comma-separated replies.jsonl files written by `sample`")
     p.add_argument("--labels", required=True, help="comma-separated label JSONL files")
@@ -141,6 +147,14 @@ def main(args: argparse.Namespace) -> int:
         from mascot.acceptability.labels import to_store_files
 
         print(json.dumps(to_store_files(_paths(args.replies), _paths(args.labels), args.output), indent=1))
+        return 0
+    if args.accept_command == "selectors":
+        from mascot.acceptability.report import labelled_replies
+        from mascot.acceptability.selectors import load_scorers, selector_report
+
+        rows = labelled_replies(_paths(args.replies), _paths(args.labels))
+        report = selector_report(rows, load_scorers([s.strip() for s in args.scorers.split(",") if s.strip()]), args.pack)
+        _write(report, args.output)
         return 0
     if args.accept_command == "compare":
         from mascot.acceptability.report import compare, labelled_replies
