@@ -44,7 +44,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--labels", required=True, help="comma-separated label JSONL files (id, annotator, acceptability, ...)")
     p.add_argument("--output", required=True, type=Path)
     p = sub.add_parser("train", help="fit the acceptability scorer on exported training labels")
-    p.add_argument("--labels", type=Path, default=None, help="export-reply-labels JSONL (default: the shipped training set)")
+    p.add_argument("--labels", default=None, help="comma-separated export-reply-labels JSONL files, read in order "
+                   "(default: the shipped training set)")
     p.add_argument("--output", type=Path, default=None, help="scorer folder (default: the shipped one)")
     p.add_argument("--joint", action="store_true",
                    help="also fine-tune a joint encoder on (message, reply) and stack its log-odds (minutes on a CPU)")
@@ -171,7 +172,7 @@ def main(args: argparse.Namespace) -> int:
     from mascot.acceptability.scorer import MODEL_DIR
 
     if args.accept_command == "train":
-        card = training.train_scorer(args.labels or training.TRAIN_FILE, args.output or MODEL_DIR, joint=args.joint,
+        card = training.train_scorer(_paths(args.labels) if args.labels else training.TRAIN_FILE, args.output or MODEL_DIR, joint=args.joint,
                                      joint_epochs=args.joint_epochs)
         print(json.dumps({k: card[k] for k in ("n", "C", "threshold", "cv_accuracy_at_threshold")}, indent=1))
         print(json.dumps(card["cross_validation"][str(card["C"])], indent=1))

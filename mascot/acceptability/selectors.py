@@ -35,12 +35,15 @@ def turns_of(rows: Sequence[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
     return {g: sorted(rs, key=lambda r: r["draw"]) for g, rs in groups.items() if any(r["chosen"] for r in rs)}
 
 
+def dialogue_of(row: dict[str, Any]) -> Dialogue:
+    """The conversation a draw answered, with the opening's situation and emotion as the sampler gave them."""
+    return Dialogue([Turn(t["speaker"], t["text"]) for t in row["context"]], row.get("situation", ""),
+                    row.get("emotion", ""))
+
+
 def scorer_choice(selector: Any, persona: Any, rows: list[dict[str, Any]]) -> int:
     """The draw the selection rule would show with this selector's scorer."""
-    ctx = rows[0]["context"]
-    dialogue = Dialogue([Turn(t["speaker"], t["text"]) for t in ctx], rows[0].get("situation", ""),
-                        rows[0].get("emotion", ""))
-    return selector.choose(dialogue, persona, [r["reply"] for r in rows]).index
+    return selector.choose(dialogue_of(rows[0]), persona, [r["reply"] for r in rows]).index
 
 
 def selector_report(rows: Sequence[dict[str, Any]], scorers: dict[str, Any], pack_name: str = "emotional-support",
@@ -68,9 +71,8 @@ def selector_report(rows: Sequence[dict[str, Any]], scorers: dict[str, Any], pac
     for name, scorer in scorers.items():
         selector = Selector(scorer)
         picks[f"scorer:{name}"] = {g: scorer_choice(selector, pack.get(rs[0]["persona"]), rs) for g, rs in turns.items()}
-        dialogues = [Dialogue([Turn(t["speaker"], t["text"]) for t in r["context"]]) for r in flat]
-        scores = np.array([s.acceptability for s in scorer.score_many([(d, r["persona"], r["reply"])
-                                                                        for d, r in zip(dialogues, flat)])])
+        scores = np.array([s.acceptability for s in scorer.score_many([(dialogue_of(r), r["persona"], r["reply"])
+                                                                        for r in flat])])
         auc = float(roc_auc_score(y, scores))
         draws = [roc_auc_score(y[i], scores[i]) for i in (rng.integers(0, len(y), len(y)) for _ in range(boot))
                  if y[i].any() and not y[i].all()]

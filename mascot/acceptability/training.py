@@ -103,11 +103,13 @@ def joint_out_of_fold(rows: Sequence[Labelled], groups: np.ndarray, cfg: Any, fo
     return oof, fitter.fit(list(range(len(rows))), ok)
 
 
-def train_scorer(train_file: Path = TRAIN_FILE, output: Path | None = None, personas: Sequence[str] = (),
-                 joint: bool = False, joint_epochs: int = 4) -> dict[str, Any]:
-    """Fit both heads on the training labels; choose C by cross-validation grouped by opening; save. With `joint`,
-    a fine-tuned joint encoder's out-of-fold log-odds join the features (stacking)."""
-    rows = load_labelled(train_file)
+def train_scorer(train_file: Path | Sequence[Path] = TRAIN_FILE, output: Path | None = None,
+                 personas: Sequence[str] = (), joint: bool = False, joint_epochs: int = 4) -> dict[str, Any]:
+    """Fit both heads on the training labels (one export, or several read in order); choose C by cross-validation
+    grouped by opening; save. With `joint`, a fine-tuned joint encoder's out-of-fold log-odds join the features
+    (stacking)."""
+    files = [train_file] if isinstance(train_file, (str, Path)) else list(train_file)
+    rows = [r for f in files for r in load_labelled(Path(f))]
     personas = list(personas) or sorted({r.record["persona"] for r in rows})
     y = np.array([r.label for r in rows])
     groups = np.array([r.scenario for r in rows])
@@ -136,7 +138,7 @@ def train_scorer(train_file: Path = TRAIN_FILE, output: Path | None = None, pers
 
     fit_head = LogisticRegression(C=1.0, max_iter=3000, fit_intercept=False).fit(xf, np.array([r.fits for r in rows]))
     card = {
-        "trained_on": str(train_file.name), "n": len(rows), "C": best, "threshold": threshold, "joint": bool(joint),
+        "trained_on": ",".join(Path(f).name for f in files), "n": len(rows), "C": best, "threshold": threshold, "joint": bool(joint),
         "cross_validation": {str(c): cv[c] for c in C_GRID},
         "cv_accuracy_at_threshold": round(accuracy_at(oof, y, threshold), 3),
     }
