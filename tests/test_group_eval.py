@@ -163,6 +163,13 @@ def test_interrupted_evaluation_resumes_from_its_cached_dialogues(tmp_path: Path
     # other settings never read these files: more user turns roll everything out again
     assert mascot_main([*base, "--cache", str(cache), "--user-turns", "3"]) == 0
     assert "0 batches loaded, 6 rolled out" in capsys.readouterr().out
+    # min_speakers only matters to the LLM directors: the random and round-robin batches serve a run that differs there
+    llm = ["eval", "--level", "group", "--systems", "mascot-p,round-robin", "--limit", "2", "--batch-size", "1",
+           "--backend", "fake", "--run", "tiny-cpu", "--scorer", "none", "--cache", str(tmp_path / "c2")]
+    assert mascot_main([*llm, "--min-speakers", "3"]) == 0
+    capsys.readouterr()
+    assert mascot_main([*llm, "--min-speakers", "2"]) == 0
+    assert "2 batches loaded, 2 rolled out" in capsys.readouterr().out
 
 
 def test_a_judge_failure_is_counted_and_left_out_without_aborting(tmp_path: Path, capsys, monkeypatch) -> None:

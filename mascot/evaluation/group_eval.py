@@ -218,7 +218,7 @@ def run_compare(args: argparse.Namespace, loaded: dict[str, Any] | None = None) 
         "run": str(run_dir), "adapters": adapter_fingerprint(run_dir), "recipe": args.recipe, "pack": cfg.pack,
         "model": cfg.model, "backend": cfg.rollout_backend, "scripts": args.scripts or cfg.scripts,
         "split": results["split"], "user": args.user, "profile": args.profile, "user_turns": user_turns,
-        "max_new_tokens": args.max_new_tokens, "min_speakers": args.min_speakers})
+        "max_new_tokens": args.max_new_tokens})
     for system in systems:
         if system in previous:
             results["systems"][system] = previous[system]
@@ -238,9 +238,10 @@ def run_compare(args: argparse.Namespace, loaded: dict[str, Any] | None = None) 
                     for k in range(args.repeats) for i, s in enumerate(scripts)]
         for start in range(0, len(rollouts), args.batch_size):
             batch = rollouts[start : start + args.batch_size]
-            if not cache.restore(system, batch):
+            own = {"min_speakers": args.min_speakers} if llm else {}
+            if not cache.restore(system, batch, own):
                 roll_forward(chat, batch, user, user_turns=user_turns - 1)
-                cache.store(system, batch)
+                cache.store(system, batch, own)
         per_rollout, first_round_distinct, crit, failures = [], [], {}, JudgeFailures()
         for r in rollouts:
             blocks = blocks_from_dialogue(r.dialogue, 1, roster, args.block_turns, pack.setting)

@@ -4,9 +4,9 @@ that made it, and a rerun with the same settings takes it from there instead of 
     python -m mascot eval --level group --cache runs/eval/group-cache ...   # interrupted after a few batches
     python -m mascot eval --level group --cache runs/eval/group-cache ...   # the same command: finished batches load
 
-A batch's file name is a hash of the evaluation's settings (run folder, recipe, simulated user and profile, turns,
-token budget, min_speakers), the system, and each rollout's id, scenario and seed; a file from other settings is
-never read. Files are written whole (a temporary file renamed into place), so an interruption leaves no half batch.
+A batch's file name is a hash of the evaluation's settings (run folder and adapters, recipe, simulated user and
+profile, turns, token budget), the system with the settings only it uses (min_speakers, for the LLM directors), and
+each rollout's id, scenario and seed; a file from other settings is never read. Files are written whole (a temporary file renamed into place), so an interruption leaves no half batch.
 """
 
 from __future__ import annotations
@@ -38,18 +38,20 @@ class RolloutCache:
                 raise ConfigError(f"--cache {self.folder}: it is a file; give a folder for the cached dialogues.")
             self.folder.mkdir(parents=True, exist_ok=True)
 
-    def _path(self, system: str, batch: list[Rollout]) -> Path | None:
+    def _path(self, system: str, batch: list[Rollout], own: dict[str, Any] | None = None) -> Path | None:
         if self.folder is None:
             return None
-        key = {"version": VERSION, "settings": self.settings, "system": system,
+        key = {"version": VERSION, "settings": self.settings, "system": system, "own": own or {},
                "rollouts": [[r.id, r.script.id, r.seed] for r in batch]}
         digest = hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:20]
         safe = "".join(c if c.isalnum() or c in "-_" else "-" for c in system)
         return self.folder / f"{safe}-{digest}.json"
 
-    def restore(self, system: str, batch: list[Rollout]) -> bool:
-        """Fill `batch` from its cached file; False (and `batch` untouched) when there is none or it is unreadable."""
-        path = self._path(system, batch)
+    def restore(self, system: str, batch: list[Rollout], own: dict[str, Any] | None = None) -> bool:
+        """Fill `batch` from its cached file; False (and `batch` untouched) when there is none or it is unreadable.
+        `own` holds settings that only some systems use (e.g. min_speakers for the LLM directors): a system that does
+        not use one leaves it out, so its batches serve runs that differ only there."""
+        path = self._path(system, batch, own)
         if path is None or not path.is_file():
             return False
         try:
@@ -66,9 +68,9 @@ class RolloutCache:
         self.loaded += 1
         return True
 
-    def store(self, system: str, batch: list[Rollout]) -> None:
+    def store(self, system: str, batch: list[Rollout], own: dict[str, Any] | None = None) -> None:
         """Write `batch` whole, replacing any earlier file of the same key."""
-        path = self._path(system, batch)
+        path = self._path(system, batch, own)
         if path is None:
             return
         rows = [{"id": r.id, "dialogue": r.dialogue.to_dict(), "decisions": [_decision_dict(d) for d in r.decisions],
