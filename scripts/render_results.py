@@ -138,6 +138,37 @@ def stage2() -> str:
     return f"{out}\n\nSource: `benchmarks/results/{STAGE2_FILE}`."
 
 
+SWEEP_FILES = (("Big Five", "group_sweep_big5.json"), ("MBTI", "group_sweep_mbti.json"))
+
+
+def personality() -> str:
+    """Each system's group score over the simulated user's personality profiles, and how often MASCOT is ahead."""
+    sweeps = [(label, load(name), name) for label, name in SWEEP_FILES]
+    systems = list(next(iter(sweeps[0][1]["profiles"].values())))
+    ref = systems[0]
+    header = ["system"] + [f"{label}: mean (lowest–highest of {len(d['profiles'])} profiles)" for label, d, _ in sweeps]
+    header += [f"{ref} ahead ({label})" for label, _, _ in sweeps]
+    rows = []
+    for system in systems:
+        cells = [f"**{system}**" if system == ref else system]
+        for _, d, _ in sweeps:
+            xs = [row[system]["mean"] for row in d["profiles"].values() if system in row]
+            cells.append(f"{sum(xs) / len(xs):.1f} ({min(xs):.1f}–{max(xs):.1f})" if xs else "not run")
+        for _, d, _ in sweeps:
+            if system == ref or system not in next(iter(d["profiles"].values())):
+                cells.append("–")
+                continue
+            ahead = sum(row[ref]["mean"] > row[system]["mean"] for row in d["profiles"].values())
+            cells.append(f"{ahead} of {len(d['profiles'])}")
+        rows.append(cells)
+    s0 = sweeps[0][1]["settings"]
+    note = (f"{len(s0['scenarios'])} held-out seeker scripts per profile, {s0['user_turns']} user turns, offline group "
+            f"judge; the persona-by-profile heatmaps are `docs/figures/big5.png` and `docs/figures/mbti.png`. Sources: "
+            + ", ".join(f"`benchmarks/results/{name}`" for _, _, name in sweeps) + ".\n"
+            "![MBTI sweep: each persona's score by the simulated user's type](docs/figures/mbti.png)")
+    return f"{table(header, rows)}\n\n{note}"
+
+
 # (label, keys in report.json): the test split of crisis_messages.txt, then each held-out file's set
 SAFETY_SETS = (
     ("test split of `crisis_messages.txt`", ()),
@@ -231,17 +262,25 @@ def fresh3_block() -> str:
                      "identifiability"], rows) + "\n\n" + test.strip() + " ")
 
 
+SELECTORS_FILE, SHIPPED_SCORER = "acceptability_fresh6_selectors.json", "scorer:runs/accept/scorer-all"
+
+
+def _pct(policy: dict) -> str:
+    return f"{100 * policy['acceptable']['share']:.1f}% acceptable, {100 * policy['not_acceptable']['share']:.1f}% not"
+
+
 def acceptability() -> str:
-    v = load(ACCEPT_FILES[0])
-    sc, jd = v["scorer"]["auc_not_unacceptable"], v["judge_overall"]["auc_not_unacceptable"]
-    head = (f"On the {v['n']} held-out labels the scorer tells not-acceptable replies from the rest with AUC "
-            f"{sc['auc']:.3f} [{sc['ci95'][0]:.3f}, {sc['ci95'][1]:.3f}] (target ≥ 0.85); the offline judge's Overall, "
-            f"{jd['auc']:.3f} [{jd['ci95'][0]:.3f}, {jd['ci95'][1]:.3f}].")
-    if (RESULTS / "acceptability_validation_fresh3.json").exists():
-        v3 = load("acceptability_validation_fresh3.json")
-        a, b = v3["scorer"]["auc_not_unacceptable"], v3["judge_overall"]["auc_not_unacceptable"]
-        head += (f" On the {v3['n']} fresh3 labels below (read once): {a['auc']:.3f} [{a['ci95'][0]:.3f}, "
-                 f"{a['ci95'][1]:.3f}], the judge {b['auc']:.3f}.")
+    v, sel = load("acceptability_validation_fresh6.json"), load(SELECTORS_FILE)
+    sc, jd = sel["scorer_auc"][SHIPPED_SCORER.split(":", 1)[1]], v["judge_overall"]["auc_not_unacceptable"]
+    pol = sel["policies"]
+    new, vs = pol[SHIPPED_SCORER], pol[SHIPPED_SCORER]["vs_shown"]
+    head = (f"The shipped scorer (fitted on all 5,228 earlier labels) on every draw of the default careful turns on "
+            f"fresh6 ({v['n']} draws labelled blind, none used to fit it) tells not-acceptable replies from the rest "
+            f"with AUC {sc['auc_not_unacceptable']:.3f} [{sc['ci95'][0]:.3f}, {sc['ci95'][1]:.3f}] (target ≥ 0.85); the offline judge's "
+            f"Overall {jd['auc']:.3f}. The draw it shows: {_pct(new)} (the previous scorer's: {_pct(pol['shown'])}; "
+            f"better on {vs['better']}, worse on {vs['worse']} turns, p {fmt_p(vs['sign_p'])}); the best of the "
+            f"three draws: {_pct(pol['best'])}. Sources: `benchmarks/results/{SELECTORS_FILE}`, "
+            "`benchmarks/results/acceptability_validation_fresh6.json`.")
     out = ""
     f = load(ACCEPT_FILES[1])
     rows = []
@@ -278,6 +317,7 @@ AREAS: dict[str, Callable[[], str]] = {
     "chat-speed": chat_speed,
     "stage1": stage1,
     "stage2": stage2,
+    "personality": personality,
     "safety": safety,
     "annotation": annotation,
     "acceptability": acceptability,

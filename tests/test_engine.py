@@ -45,6 +45,39 @@ def test_attach_adapters_loads_run_and_warns_on_bad_paths(tmp_path, tiny_model_d
     assert engine.attach_adapters(pack) == []  # once per pack
 
 
+def test_a_pack_takes_its_speakers_from_its_own_run(tmp_path):
+    class Recording(FakeBackend):
+        def add_adapter(self, name, path):
+            self.adapters[name] = path
+
+    _adapter_dir(tmp_path / "tiny-cpu" / "speakers" / "anchor")
+    _adapter_dir(tmp_path / "tiny-cpu" / "director")
+    _adapter_dir(tmp_path / "tiny-cpu-meeting" / "speakers" / "recorder")
+    backend = Recording()
+    engine = Engine(EngineConfig(backend="fake", checkpoints_dir=str(tmp_path)), backend, run_dir=tmp_path / "tiny-cpu")
+    meeting = load_pack("meeting")
+    assert meeting.speakers_run == "tiny-cpu-meeting"
+    assert engine.attach_adapters(meeting) == []
+    assert backend.adapters["speaker-recorder"] == str(tmp_path / "tiny-cpu-meeting" / "speakers" / "recorder")
+    assert "speaker-decision-organizer" not in backend.adapters  # no adapter in that run: prompted, as before
+    assert backend.adapters["director"] == str(tmp_path / "tiny-cpu" / "director")  # the director stays the chat's
+    assert engine.attach_adapters(load_pack("emotional-support")) == []
+    assert backend.adapters["speaker-anchor"] == str(tmp_path / "tiny-cpu" / "speakers" / "anchor")
+    # a pack naming a run that is not there warns, and its personas run prompted
+    other = load_pack("meeting").copy()
+    other.name, other.speakers_run = "meeting-2", "gone"
+    fresh = Engine(EngineConfig(backend="fake", checkpoints_dir=str(tmp_path)), Recording(), run_dir=tmp_path / "tiny-cpu")
+    warnings = fresh.attach_adapters(other)
+    assert len(warnings) == 1 and "'gone'" in warnings[0] and "prompted base model" in warnings[0]
+    assert not any(k.startswith("speaker-") for k in fresh.backend.adapters)
+    # a run chosen for the engine that has adapters for the pack's personas wins over the pack's own run
+    _adapter_dir(tmp_path / "my-meeting-run" / "speakers" / "recorder")
+    chosen = Engine(EngineConfig(backend="fake", checkpoints_dir=str(tmp_path)), Recording(),
+                    run_dir=tmp_path / "my-meeting-run")
+    assert chosen.attach_adapters(load_pack("meeting")) == []
+    assert chosen.backend.adapters["speaker-recorder"] == str(tmp_path / "my-meeting-run" / "speakers" / "recorder")
+
+
 def test_ill_fitting_adapter_warns_and_persona_runs_prompted(tmp_path):
     bad = tmp_path / "bad"
     bad.mkdir()
@@ -127,7 +160,7 @@ def test_cli_no_adapters_asks_the_backend_for_no_persona_lora(monkeypatch, capsy
     from mascot.__main__ import main as mascot_main
     from mascot.group.engine import Engine as CliEngine
 
-    def refuse(self, persona):  # type: ignore[no-untyped-def]
+    def refuse(self, persona, run_dir=None):  # type: ignore[no-untyped-def]
         raise AssertionError(f"--no-adapters asked the backend for {persona.name}'s adapter")
 
     monkeypatch.setattr(CliEngine, "attach_persona", refuse)

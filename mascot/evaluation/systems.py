@@ -160,10 +160,11 @@ class AdapterSystem(System):
     def prepare(self, backend: Backend, pack: PersonaPack, ctx: RunContext) -> str | None:
         from mascot.files.checkpoints import DEFAULT_RUN, find_run
 
-        run_dir = find_run(ctx.checkpoints_dir, ctx.run)
-        where = f"{ctx.checkpoints_dir}/{ctx.run or '<newest run>'}"
+        engine = Engine(EngineConfig(checkpoints_dir=ctx.checkpoints_dir, run=ctx.run), backend,
+                        run_dir=find_run(ctx.checkpoints_dir, ctx.run))
+        run_dir = engine.speakers_run_dir(pack)[0]  # the pack's own run when the chosen one has none for it
+        where = f"{ctx.checkpoints_dir}/{run_dir.name if run_dir else ctx.run or '<newest run>'}"
         if self.kind == "speakers":
-            engine = Engine(EngineConfig(checkpoints_dir=ctx.checkpoints_dir, run=ctx.run), backend, run_dir=run_dir)
             self.notes += engine.attach_adapters(pack)
         else:
             for p in pack.active:

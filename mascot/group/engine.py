@@ -10,7 +10,13 @@ from pathlib import Path
 
 from mascot.backends import Backend, load_backend
 from mascot.errors import InputError, MascotError
-from mascot.files.checkpoints import director_adapter_dir, find_run, is_adapter, persona_adapter_path
+from mascot.files.checkpoints import (
+    director_adapter_dir,
+    find_run,
+    is_adapter,
+    persona_adapter_path,
+    speaker_adapter_dir,
+)
 from mascot.group.chat import GroupChat
 from mascot.group.director import DIRECTOR_ADAPTER
 from mascot.group.personas import Persona, PersonaPack
@@ -89,8 +95,10 @@ class Engine:
             self._loaded_packs.add(pack.name)
             new: list[str] = []
             fell_back = self.fallbacks.setdefault(pack.name, [])
+            run_dir, missing = self.speakers_run_dir(pack)
+            new += missing
             for p in pack.personas:
-                found = self.attach_persona(p)
+                found = self.attach_persona(p, run_dir)
                 new += found
                 fell_back += [p.name] if found else []
             found = self.attach_director()
@@ -108,11 +116,26 @@ class Engine:
             d = director_adapter_dir(self.run_dir)
             return self._try_add(DIRECTOR_ADAPTER, d, "the director") if is_adapter(d) else []
 
-    def attach_persona(self, persona: Persona) -> list[str]:
+    def speakers_run_dir(self, pack: PersonaPack) -> tuple[Path | None, list[str]]:
+        """The run whose speakers/ hold `pack`'s adapters: the engine's run when it has one for any of the pack's
+        personas (a run chosen with --run wins), else the pack's `speakers_run`; a named run that is not there gives
+        a warning, and the pack's personas run prompted."""
+        own = self.run_dir is not None and any(is_adapter(speaker_adapter_dir(self.run_dir, p)) for p in pack.personas)
+        if own or not pack.speakers_run:
+            return self.run_dir, []
+        found = find_run(self.config.checkpoints_dir, pack.speakers_run)
+        if found is None:
+            msg = (f"Pack {pack.name!r}: its speakers_run {pack.speakers_run!r} is not in {self.config.checkpoints_dir}; "
+                   "its personas run on the prompted base model.")
+            log.warning(msg)
+            return None, [msg]
+        return found, []
+
+    def attach_persona(self, persona: Persona, run_dir: Path | None = None) -> list[str]:
         name = adapter_name(persona)
         if name in self.backend.adapters:
             return []
-        path = persona_adapter_path(persona, self.run_dir)
+        path = persona_adapter_path(persona, run_dir if run_dir is not None else self.run_dir)
         if path is None:
             return []
         if not path.exists():

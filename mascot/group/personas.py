@@ -112,6 +112,8 @@ class PersonaPack:
     starters: list[str] = field(default_factory=list)
     source: str = ""
     concern_opener: str = ""  # the persona who first asks about safety after a worrying message
+    # the checkpoints run whose speakers/ hold this pack's adapters ("": the run the chat was started with)
+    speakers_run: str = ""
 
     @property
     def active(self) -> list[Persona]:
@@ -197,6 +199,9 @@ def pack_from_dict(data: Any, source: str = "<dict>") -> PersonaPack:
     if not isinstance(opener, str) or (opener and not any(p.matches(opener) for p in personas)):
         raise PersonaError(f"{source}: field 'concern_opener' must name one of the personas "
                            f"({', '.join(p.name for p in personas)}); got {opener!r}.")
+    speakers_run = data.get("speakers_run", "")
+    if not isinstance(speakers_run, str):
+        raise PersonaError(f"{source}: field 'speakers_run' must be the name of a run under the checkpoints folder.")
     return PersonaPack(
         name=name,
         title=str(data.get("title", name)),
@@ -206,6 +211,7 @@ def pack_from_dict(data: Any, source: str = "<dict>") -> PersonaPack:
         starters=starters,
         source=source,
         concern_opener=opener,
+        speakers_run=speakers_run.strip(),
     )
 
 
