@@ -168,3 +168,15 @@ def test_cli_no_adapters_asks_the_backend_for_no_persona_lora(monkeypatch, capsy
                       "--no-adapters", "--replies", "fast", "--json"])
     assert rc == 0
     assert [json.loads(line)["speaker"] for line in capsys.readouterr().out.splitlines()] == ["Anchor", "Catalyst", "Beacon"]
+
+
+def test_the_shipped_meeting_speakers_load_for_the_meeting_pack():
+    class Recording(FakeBackend):
+        def add_adapter(self, name, path):
+            self.adapters[name] = path
+
+    engine = Engine(EngineConfig(backend="fake"), Recording(), run_dir=find_run("checkpoints"))
+    assert engine.attach_adapters(load_pack("meeting")) == []
+    for key in ("recorder", "decision-organizer", "action-item-proposer", "omission-checker"):
+        assert Path(engine.backend.adapters[f"speaker-{key}"]) == Path("checkpoints/tiny-cpu-meeting/speakers") / key
+    assert engine.fallbacks["meeting"] == []
