@@ -27,7 +27,6 @@ README = ROOT / "README.md"
 
 # The shipped Stage-1 run (checkpoints/tiny-cpu) is variant 27c of this file: the committed tiny-cpu recipe.
 STAGE1_FILE, STAGE1_RUN = "stage1_round27.json", "27c"
-STAGE2_FILE = "stage2_compare_round26_speakers.json"
 # Chat speed on the two CPU kinds the llama.cpp backend serves differently (MASCOT_LLAMACPP_WEIGHTS=auto).
 SPEED_FILES = (
     ("2 cores, no AVX512-BF16 (Q8_0 prompts)", "llamacpp_speed_noamx.json"),
@@ -125,17 +124,35 @@ def stage1() -> str:
             f"Source: `benchmarks/results/{STAGE1_FILE}` (run {STAGE1_RUN}).")
 
 
-def stage2() -> str:
-    d = load(STAGE2_FILE)
+GROUP_FILES = (("3", "group_eval_ms3.json"), ("2", "group_eval_ms2.json"))
+
+
+def group() -> str:
+    """The group-level table: every system's group score by valence, against MASCOT, at min speakers 3 and 2."""
+    runs = [(ms, load(name), name) for ms, name in GROUP_FILES if (RESULTS / name).exists()]
+    first = runs[0][1]
+    ref = first.get("reference", "mascot")
+    header = ["system"]
+    for ms, d, _ in runs:
+        vals = " / ".join(v for v in sorted(d["systems"][ref]["by_valence"]))
+        header += [f"min speakers {ms}: group score ({vals})", f"{ref} minus it (Holm p)"]
     rows = []
-    for name, mean in d["means"].items():
-        if name == "trained":
-            rows.append([f"**{name}**", f"**{mean:.2f}**", "–"])
-        else:
-            v = d["trained_vs"][name]
-            rows.append([name, f"{mean:.2f}", f"{signed(v['mean_diff'], 2)} (p {fmt_p(v['wilcoxon_p'])})"])
-    out = table(["director", "group score (0–100)", "trained minus it (Wilcoxon p)"], rows)
-    return f"{out}\n\nSource: `benchmarks/results/{STAGE2_FILE}`."
+    for system in first["systems"]:
+        cells = [f"**{system}**" if system == ref else system]
+        for _, d, _ in runs:
+            s = d["systems"].get(system)
+            if s is None:
+                cells += ["not run", "–"]
+                continue
+            bv = " / ".join(f"{s['by_valence'][v]:.1f}" for v in sorted(s["by_valence"]))
+            cells.append(f"{s['mean']:.1f} ({bv})")
+            t = (d.get("tests") or {}).get(system)
+            cells.append("–" if t is None else f"{signed(t['mean_diff'])} (p {fmt_p(t['wilcoxon_p_holm'])})")
+        rows.append(cells)
+    note = (f"{len(first['scenarios'])} held-out seeker scripts, one rollout each, replayed user, {first['user_turns']} "
+            "user turns, offline group judge, Wilcoxon over scripts with Holm across systems. Sources: "
+            + ", ".join(f"`benchmarks/results/{name}`" for _, _, name in runs) + ".")
+    return f"{table(header, rows)}\n\n{note}"
 
 
 SWEEP_FILES = (("Big Five", "group_sweep_big5.json"), ("MBTI", "group_sweep_mbti.json"))
@@ -316,7 +333,7 @@ def acceptability() -> str:
 AREAS: dict[str, Callable[[], str]] = {
     "chat-speed": chat_speed,
     "stage1": stage1,
-    "stage2": stage2,
+    "group": group,
     "personality": personality,
     "safety": safety,
     "annotation": annotation,
