@@ -201,3 +201,21 @@ def test_a_judge_failure_is_counted_and_left_out_without_aborting(tmp_path: Path
     assert s["judge_failures"] == 1 and s["judged_blocks"] > 1 and "TimeoutError" in s["judge_errors"][0]
     assert not any(math.isnan(x) for x in s["per_scenario"])  # the other blocks still score every scenario
     assert f"1 of {s['judged_blocks']} judged blocks failed" in printed and f"1/{s['judged_blocks']}" in md.read_text()
+
+
+def test_meeting_scripts_roll_out_with_the_meeting_pack_by_meeting_type(tmp_path: Path) -> None:
+    from mascot.simusers import load_scripts
+
+    scripts = load_scripts("qmsum", "test")
+    assert len(scripts) == 12 and all(s.setting == "meeting" and len(s.turns) == 2 for s in scripts)
+    assert {s.meta["domain"] for s in scripts} == {"academic", "committee", "product"}
+    out = tmp_path / "m.json"
+    assert mascot_main(["eval", "--level", "group", "--pack", "meeting", "--scripts", "qmsum", "--split", "test",
+                        "--systems", "mascot,round-robin", "--limit", "3", "--backend", "fake", "--scorer", "none",
+                        "--json", str(out)]) == 0
+    res = json.loads(out.read_text())
+    assert set(res["systems"]["mascot"]["by_valence"]) == {"academic"} and res["tests"]["round-robin"]
+    speakers = {t["speaker"] for d in res["systems"]["mascot"]["dialogues"] for t in d["turns"] if t["speaker"] != "user"}
+    assert speakers <= {"Recorder", "Decision Organizer", "Action-Item Proposer", "Omission Checker"} and speakers
+    with pytest.raises(ConfigError, match="qmsum"):
+        load_scripts("minutes", "test")

@@ -66,8 +66,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--systems", default="mascot,mascot-p,mascot-c,round-robin,prompted,zero-shot",
                    help=f"comma-separated: {', '.join(GROUP_SYSTEMS)} (aliases: trained = mascot, random = mascot-c); "
                         "each is tested against mascot (default: %(default)s)")
+    p.add_argument("--pack", default=None, help="persona pack (default: the recipe's); with --scripts qmsum, meeting")
     p.add_argument("--split", default=None, help="seeker-script split (default: the recipe's eval_split)")
-    p.add_argument("--scripts", default=None, help="seeker scripts source (default: the recipe's)")
+    p.add_argument("--scripts", default=None, help="seeker scripts source: bundled, esconv[:PATH], qmsum[:PATH] "
+                   "(default: the recipe's)")
     p.add_argument("--limit", type=int, default=None, help="at most N scenarios")
     p.add_argument("--user-turns", type=int, default=None, help="user messages per dialogue, opening included")
     p.add_argument("--user", default="replay", help="simulated user: replay | llm")
@@ -169,7 +171,8 @@ def run_compare(args: argparse.Namespace, loaded: dict[str, Any] | None = None) 
         raise ConfigError(f"--systems is empty. Valid systems: {', '.join(GROUP_SYSTEMS)}.")
     chosen = {name: group_system(name) for name in systems}  # unknown names fail before anything loads
     torch.set_num_threads(args.threads)
-    overrides: dict[str, Any] = {"simuser": args.user, **({"simuser_profile": args.profile} if args.profile else {})}
+    overrides: dict[str, Any] = {"simuser": args.user, **({"simuser_profile": args.profile} if args.profile else {}),
+                                 **({"pack": args.pack} if getattr(args, "pack", None) else {})}
     if getattr(args, "backend", "recipe") != "recipe":
         overrides["rollout_backend"] = args.backend
     cfg = load_recipe(args.recipe, overrides, stage="stage2")
@@ -198,7 +201,8 @@ def run_compare(args: argparse.Namespace, loaded: dict[str, Any] | None = None) 
     results: dict[str, Any] = {"run": str(run_dir), "recipe": args.recipe, "split": args.split or cfg.eval_split,
                                "scenarios": [s.id for s in scripts], "user": args.user, "profile": args.profile,
                                "user_turns": user_turns, "block_turns": args.block_turns, "judge": judge.describe(),
-                               "valences": [valence_of(s.emotion) for s in scripts],
+                               # the opening's valence, or a meeting's type (the columns of the paper's Table C)
+                               "valences": [valence_of(s.emotion) or s.meta.get("domain", "") for s in scripts],
                                "warnings": warnings, "systems": {}}
     previous: dict[str, Any] = {}
     for path in args.reuse or []:

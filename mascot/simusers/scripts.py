@@ -46,8 +46,26 @@ def _esconv(path: Path) -> list[SeekerScript]:
     return out
 
 
+def _qmsum(path: Path | None) -> list[SeekerScript]:
+    """One script per meeting: its questions in order (the general one first), the excerpts as the scene."""
+    from mascot.data import BUNDLED_DIR, load_qmsum
+    from mascot.simusers import SeekerScript
+
+    by_meeting: dict[str, list] = {}
+    for sc in load_qmsum(path or BUNDLED_DIR / "qmsum"):
+        by_meeting.setdefault(sc.id.rsplit("-q", 1)[0], []).append(sc)
+    out = []
+    for mid, scs in by_meeting.items():
+        scs.sort(key=lambda sc: int(sc.id.rsplit("-q", 1)[1]))
+        situation = "\n".join(dict.fromkeys(sc.situation for sc in scs if sc.situation))
+        out.append(SeekerScript(id=mid, situation=situation, turns=[sc.turns[-1][1] for sc in scs], split=scs[0].split,
+                                setting="meeting", source="qmsum", meta={"domain": scs[0].group}))
+    return out
+
+
 def load_scripts(source: str = "bundled", split: str = "all", limit: int | None = None) -> list[SeekerScript]:
-    """Seeker scripts from `bundled` or `esconv[:PATH]` (default: the bundled ESConv sample), filtered by split."""
+    """Seeker scripts from `bundled`, `esconv[:PATH]` (default: the bundled ESConv sample) or `qmsum[:PATH]` (one
+    script per meeting, its questions as the user's turns; default: the bundled meetings), filtered by split."""
     if split not in SPLITS:
         raise ConfigError(f"Unknown split {split!r}. Valid splits: {', '.join(SPLITS)}.")
     if source == "bundled":
@@ -56,8 +74,11 @@ def load_scripts(source: str = "bundled", split: str = "all", limit: int | None 
         _, _, path = source.partition(":")
         default = Path(__file__).resolve().parent.parent / "data" / "bundled" / "esconv" / "ESConv.json"
         scripts = _esconv(Path(path) if path else default)
+    elif source.startswith("qmsum"):
+        _, _, path = source.partition(":")
+        scripts = _qmsum(Path(path) if path else None)
     else:
-        raise ConfigError(f"Unknown seeker-script source {source!r}. Valid sources: bundled, esconv[:PATH].")
+        raise ConfigError(f"Unknown seeker-script source {source!r}. Valid sources: bundled, esconv[:PATH], qmsum[:PATH].")
     if split != "all":
         scripts = [s for s in scripts if s.split == split]
     if not scripts:
