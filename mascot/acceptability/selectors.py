@@ -12,7 +12,7 @@ rest) is read on every labelled draw. Sign tests pair each policy with `shown` b
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -26,7 +26,7 @@ from mascot.group.dialogue import Dialogue, Turn
 
 
 def turns_of(rows: Sequence[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
-    """Labelled draws by turn (`group`), in draw order; turns with an unlabelled draw or no shown draw are dropped."""
+    """Labelled draws by turn (`group`), in draw order; a turn whose shown draw has no label is dropped."""
     groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for r in rows:
         if "group" not in r:
@@ -90,15 +90,8 @@ def selector_report(rows: Sequence[dict[str, Any]], scorers: dict[str, Any], pac
             policies[name]["vs_shown"] = {"turns_differ": differ, "better": wins, "worse": losses,
                                           "sign_p": round(float(p), 5)}
     return {"turns": len(turns), "draws": len(flat),
-            "draws_per_turn": {str(k): v for k, v in sorted(_count(len(rs) for rs in turns.values()).items())},
+            "draws_per_turn": {str(k): v for k, v in sorted(Counter(len(rs) for rs in turns.values()).items())},
             "policies": policies, "scorer_auc": aucs}
-
-
-def _count(xs: Any) -> dict[int, int]:
-    out: dict[int, int] = defaultdict(int)
-    for x in xs:
-        out[x] += 1
-    return dict(out)
 
 
 def load_scorers(names: Sequence[str]) -> dict[str, Any]:
