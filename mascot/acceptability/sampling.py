@@ -105,14 +105,15 @@ def sample_replies(backend: Backend, pack: PersonaPack, scenarios: list[Scenario
             if reason:
                 raise ConfigError(f"Cannot draw {draw.name}: {reason}")
             for start in tqdm(range(0, len(scenarios), batch_size), desc=draw.name, disable=not progress):
-                choices = {}
-                if selector is not None and selector.record is not None:
+                recording = selector is not None and selector.record is not None
+                if recording:
                     selector.record.clear()
-                for r in system.generate(backend, pack, scenarios[start:start + batch_size], ctx):
+                rounds = system.generate(backend, pack, scenarios[start:start + batch_size], ctx)
+                # the batch's choices, by the conversation each draw answered and its persona
+                choices = {(tuple(c["context"]), c["persona"]): c for c in selector.record} if recording else {}
+                for r in rounds:
                     if r.crisis:
                         continue
-                    if selector is not None and selector.record is not None:
-                        choices = {(tuple(c["context"]), c["persona"]): c for c in selector.record}
                     for rec in round_records(r, draw, run, tag):
                         if rec["reply"].strip() and rec["reply"] != "…":
                             group = with_draws(rec, choices)
