@@ -279,7 +279,7 @@ def fresh3_block() -> str:
                      "identifiability"], rows) + "\n\n" + test.strip() + " ")
 
 
-SELECTORS_FILE, SHIPPED_SCORER = "acceptability_fresh6_selectors.json", "scorer:runs/accept/scorer-all"
+SELECTORS_FILE, SHIPPED_SCORER = "acceptability_fresh6_selectors.json", "scorer:shipped"
 
 
 def _pct(policy: dict) -> str:
@@ -288,12 +288,12 @@ def _pct(policy: dict) -> str:
 
 def acceptability() -> str:
     v, sel = load("acceptability_validation_fresh6.json"), load(SELECTORS_FILE)
-    sc, jd = sel["scorer_auc"][SHIPPED_SCORER.split(":", 1)[1]], v["judge_overall"]["auc_not_unacceptable"]
+    sc, jd = sel["scorer_auc"]["shipped"]["auc_not_unacceptable"], v["judge_overall"]["auc_not_unacceptable"]
     pol = sel["policies"]
     new, vs = pol[SHIPPED_SCORER], pol[SHIPPED_SCORER]["vs_shown"]
     head = (f"The shipped scorer (fitted on all 5,228 earlier labels) on every draw of the default careful turns on "
             f"fresh6 ({v['n']} draws labelled blind, none used to fit it) tells not-acceptable replies from the rest "
-            f"with AUC {sc['auc_not_unacceptable']:.3f} [{sc['ci95'][0]:.3f}, {sc['ci95'][1]:.3f}] (target ≥ 0.85); the offline judge's "
+            f"with AUC {sc['auc']:.3f} [{sc['ci95'][0]:.3f}, {sc['ci95'][1]:.3f}] (target ≥ 0.85); the offline judge's "
             f"Overall {jd['auc']:.3f}. The draw it shows: {_pct(new)} (the previous scorer's: {_pct(pol['shown'])}; "
             f"better on {vs['better']}, worse on {vs['worse']} turns, p {fmt_p(vs['sign_p'])}); the best of the "
             f"three draws: {_pct(pol['best'])}. Sources: `benchmarks/results/{SELECTORS_FILE}`, "

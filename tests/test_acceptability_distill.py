@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from mascot.acceptability.distill import choose_targets, distill, gather, sft_examples
+from mascot.acceptability.distill import choose_targets, demonstration_targets, distill, gather, sft_examples
 from mascot.errors import ConfigError
 from mascot.group.personas import load_pack
 from tests.test_acceptability import tiny_scorer
@@ -60,6 +60,33 @@ def test_examples_use_the_chat_speaker_prompt(tmp_path):
     assert "My dog died" in row["prompt"][1]["content"] and row["completion"][0]["content"].startswith("That sounds")
 
 
+DEMO = {"id": "d1", "opening": "My dog died this morning and the house is so quiet.",
+        "Anchor": "That sounds so lonely, with the house quiet the morning he died.",
+        "Catalyst": "How are you feeling about the first evening without him?",
+        "Beacon": "It says a lot about you that you notice how much he filled the house."}
+
+
+def test_demonstrations_give_each_persona_the_replies_written_before_its_own(tmp_path):
+    pack = load_pack("emotional-support")
+    targets = demonstration_targets([_write(tmp_path / "demos.jsonl", [DEMO])], pack)
+    assert [t["persona"] for t in targets] == ["Anchor", "Catalyst", "Beacon"]
+    assert [len(t["context"]) for t in targets] == [1, 2, 3]
+    assert targets[2]["context"][2] == {"speaker": "Catalyst", "text": DEMO["Catalyst"]}
+    assert targets[1]["id"] == "d1:Catalyst" and targets[0]["reply"] == DEMO["Anchor"]
+    ex = sft_examples([dict(t, score=1.0) for t in targets], pack)
+    assert DEMO["Anchor"] in ex["catalyst"][0]["prompt"][1]["content"]  # the earlier reply is in the prompt
+    assert ex["beacon"][0]["completion"][0]["content"] == DEMO["Beacon"]
+
+
+def test_a_demonstration_without_an_opening_or_replies_is_refused_with_the_row(tmp_path):
+    pack = load_pack("emotional-support")
+    with pytest.raises(ConfigError, match=r"row 2: .*Anchor, Catalyst, Beacon"):
+        demonstration_targets([_write(tmp_path / "demos.jsonl", [DEMO, {"opening": "hi", "Ancho": "typo"}])], pack)
+    with pytest.raises(ConfigError, match="Nothing to learn from"):
+        distill(pack, [], Path("checkpoints/tiny-cpu"), tmp_path / "new", scorer=tiny_scorer())
+    assert not (tmp_path / "new").exists()
+
+
 def test_distill_refuses_an_existing_output_and_writes_nothing(tmp_path):
     pack = load_pack("emotional-support")
     out = tmp_path / "exists"
@@ -78,6 +105,9 @@ def test_distill_continues_the_shipped_adapters_into_a_new_run(tmp_path):
     out = tmp_path / "tiny-cpu-accept"
     card = distill(pack, [_replies(tmp_path)], src, out, min_score=0.0, max_steps=1, scorer=tiny_scorer())
     assert card["personas"]["Anchor"]["steps"] == 1 and card["personas"]["Beacon"] == {"skipped": "no targets"}
+    demos = distill(pack, [], src, tmp_path / "demos-run", max_steps=1, scorer=tiny_scorer(),
+                    demos=[_write(tmp_path / "demos.jsonl", [DEMO])])
+    assert demos["personas"]["Beacon"]["examples"] == 1 and demos["demonstrations"]
     assert (out / "speakers/anchor/adapter_model.safetensors").read_bytes() != before
     assert (out / "director").is_dir() and (out / "distill.json").exists() and not (out / "work").exists()
     assert (src / "speakers/anchor/adapter_model.safetensors").read_bytes() == before

@@ -120,7 +120,7 @@ def test_selectors_are_scored_against_every_labelled_draw(tmp_path, capsys):
                               for r in rows))
     out = tmp_path / "sel.json"
     assert mascot_main(["accept", "selectors", "--replies", str(tmp_path / "all/replies.jsonl"), "--labels", str(labels),
-                        "--output", str(out)]) == 0
+                        "--scorers", "shipped,again=shipped", "--output", str(out)]) == 0
     report = json.loads(out.read_text())
     turns = len({r["group"] for r in rows})
     assert report["turns"] == turns and report["draws"] == len(rows)
@@ -130,7 +130,8 @@ def test_selectors_are_scored_against_every_labelled_draw(tmp_path, capsys):
     assert pol["best"]["acceptable"]["count"] == last
     # the shipped scorer run again over the same draws shows what the sample showed
     assert pol["scorer:shipped"]["vs_shown"]["turns_differ"] == 0
-    assert pol["best"]["vs_shown"]["worse"] == 0 and 0 < report["scorer_auc"]["shipped"]["auc_not_unacceptable"] <= 1
+    assert pol["best"]["vs_shown"]["worse"] == 0 and 0 < report["scorer_auc"]["shipped"]["auc_not_unacceptable"]["auc"] <= 1
+    assert report["scorer_auc"]["again"] == report["scorer_auc"]["shipped"]  # NAME=FOLDER names a scorer
     # a sample without --all-draws cannot be scored this way
     plain = tmp_path / "plain"
     sample_replies(load_backend("fake"), pack, _scenarios(), draws, plain, progress=False)

@@ -53,7 +53,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p = sub.add_parser("selectors", help="labels of the draw each selector would show, from all draws labelled")
     p.add_argument("--replies", required=True, help="comma-separated replies.jsonl files from `sample --all-draws`")
     p.add_argument("--labels", required=True, help="comma-separated label JSONL files")
-    p.add_argument("--scorers", default="shipped", help="comma-separated: shipped or scorer folders (default: %(default)s)")
+    p.add_argument("--scorers", default="shipped", help="comma-separated: shipped, scorer folders, or NAME=FOLDER (default: %(default)s)")
     p.add_argument("--pack", default="emotional-support")
     p.add_argument("--output", type=Path, default=None, help="also write the report as JSON here")
     p = sub.add_parser("compare", help="labelled shares per system with Wilson intervals, and paired sign tests")
@@ -76,8 +76,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--checkpoints-dir", default="checkpoints")
     p.add_argument("--run", default=None)
     p.add_argument("--output", required=True, type=Path)
-    p = sub.add_parser("distill", help="fine-tune the speakers on their own most acceptable replies (new run folder)")
-    p.add_argument("--replies", required=True, help="comma-separated reply files (`stems`/`sample` output, label exports)")
+    p = sub.add_parser("distill", help="fine-tune the speakers on their most acceptable replies and written "
+                       "demonstrations (new run folder)")
+    p.add_argument("--replies", default="", help="comma-separated reply files (`stems`/`sample` output, label exports)")
+    p.add_argument("--demos", default="", help="comma-separated written demonstrations (JSONL: opening and one reply "
+                   "per persona name), taken as targets as they stand")
     p.add_argument("--run", default="tiny-cpu", help="run whose speaker adapters are continued (default: %(default)s)")
     p.add_argument("--checkpoints-dir", default="checkpoints")
     p.add_argument("--output", required=True, type=Path, help="the new run folder (must not exist)")
@@ -141,7 +144,7 @@ def main(args: argparse.Namespace) -> int:
         if run_dir is None:
             raise ConfigError(f"No run {args.run!r} under {args.checkpoints_dir}.")
         card = distill(load_pack(args.pack), _paths(args.replies), run_dir, args.output, args.recipe,
-                       args.min_score, args.per_context, args.epochs, args.max_steps)
+                       args.min_score, args.per_context, args.epochs, args.max_steps, demos=_paths(args.demos))
         print(json.dumps(card, indent=1))
         return 0
     if args.accept_command == "collect":

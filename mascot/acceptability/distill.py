@@ -1,4 +1,5 @@
-"""Speakers fine-tuned on their own most acceptable replies (expert iteration with the scorer as the filter).
+"""Speakers fine-tuned on their own most acceptable replies (expert iteration with the scorer as the filter),
+and on written demonstrations.
 
 For every conversation a persona answered several times (best-of-N draws with varied stems, sampled label
 sets), the target is the draw people would most likely accept: a human label first where one exists
@@ -6,6 +7,9 @@ sets), the target is the draw people would most likely accept: a human label fir
 scorer. Targets the scorer rates below `min_score` are dropped. Each persona's adapter is then trained on its
 targets with TRL's SFTTrainer (completion-only loss, the Stage-1 recipe's `sft` settings), continuing from the
 run's adapter, and a new run folder is written beside it (the director and everything else copied).
+
+Written demonstrations (`--demos`, see `mascot/data/demonstrations/README.md`) are targets as they stand: one row
+per opening with each persona's reply, a persona's context being the opening and the replies written before it.
 
     python -m mascot accept distill --replies runs/stems/replies.jsonl --labels mascot/data/acceptability/train.jsonl \\
         --run tiny-cpu --output checkpoints/tiny-cpu-accept
@@ -68,6 +72,26 @@ def choose_targets(rows: dict[str, dict[str, Any]], scorer: AcceptabilityScorer,
     return targets
 
 
+def demonstration_targets(paths: Sequence[Path], pack: PersonaPack) -> list[dict[str, Any]]:
+    """Targets from demonstration files: per row, the active personas' replies in the pack's order."""
+    targets = []
+    for path in paths:
+        for n, row in enumerate(read_jsonl(path), 1):
+            opening = str(row.get("opening", "")).strip()
+            written = [p for p in pack.active if str(row.get(p.name, "")).strip()]
+            if not opening or not written:
+                names = ", ".join(p.name for p in pack.active)
+                raise ConfigError(f"{path} row {n}: a demonstration needs `opening` and a reply under a persona "
+                                  f"name of the pack ({names}).")
+            context = [{"speaker": "user", "text": opening}]
+            for p in written:
+                reply = str(row[p.name]).strip()
+                targets.append({"id": f"{row.get('id', f'{path.name}:{n}')}:{p.name}", "persona": p.name,
+                                "context": list(context), "reply": reply, "labels": [], "source": "written"})
+                context.append({"speaker": p.name, "text": reply})
+    return targets
+
+
 def _dialogue(row: dict[str, Any]) -> Dialogue:
     return Dialogue([Turn(t["speaker"], t["text"]) for t in row["context"]])
 
@@ -88,8 +112,9 @@ def sft_examples(targets: list[dict[str, Any]], pack: PersonaPack) -> dict[str, 
 
 def distill(pack: PersonaPack, paths: Sequence[Path], run_dir: Path, output: Path, recipe: str = "tiny-cpu",
             min_score: float = 0.5, per_context: int = 1, epochs: float | None = None, max_steps: int | None = None,
-            scorer: AcceptabilityScorer | None = None) -> dict[str, Any]:
-    """Fine-tune each persona's adapter of `run_dir` on its chosen targets; write the new run to `output`."""
+            scorer: AcceptabilityScorer | None = None, demos: Sequence[Path] = ()) -> dict[str, Any]:
+    """Fine-tune each persona's adapter of `run_dir` on its chosen targets and the written demonstrations
+    `demos`; write the new run to `output`."""
     from transformers import AutoTokenizer
     from trl import SFTTrainer
 
@@ -107,8 +132,14 @@ def distill(pack: PersonaPack, paths: Sequence[Path], run_dir: Path, output: Pat
     cfg = load_recipe(recipe)
     if epochs is not None:
         cfg.sft["num_train_epochs"] = epochs
-    targets = choose_targets(gather(paths), scorer or AcceptabilityScorer.load(), min_score, per_context)
-    examples = sft_examples(targets, pack)
+    if not paths and not demos:
+        raise ConfigError("Nothing to learn from: give sampled replies (--replies), demonstrations (--demos) or both.")
+    scorer = scorer or AcceptabilityScorer.load()
+    targets = choose_targets(gather(paths), scorer, min_score, per_context) if paths else []
+    written = demonstration_targets(demos, pack)
+    for t, s in zip(written, scorer.score_many([(_dialogue(t), t["persona"], t["reply"]) for t in written])):
+        t["score"] = s.acceptability
+    examples = sft_examples(targets + written, pack)
     if not examples:
         raise ConfigError("No target reply passed the filter: label or sample more replies, or lower --min-score.")
     from datasets import Dataset
@@ -118,7 +149,8 @@ def distill(pack: PersonaPack, paths: Sequence[Path], run_dir: Path, output: Pat
     shutil.copytree(run_dir, tmp)
     tokenizer = AutoTokenizer.from_pretrained(resolve_model(cfg.model), local_files_only=True)
     card: dict[str, Any] = {"source_run": str(run_dir), "recipe": recipe, "min_score": min_score,
-                            "per_context": per_context, "inputs": [str(p) for p in paths], "personas": {}}
+                            "per_context": per_context, "inputs": [str(p) for p in paths], "demonstrations": [str(p) for p in demos],
+                            "epochs": cfg.sft.get("num_train_epochs"), "personas": {}}
     for p in pack.active:
         rows = examples.get(p.key, [])
         src = speaker_adapter_dir(run_dir, p)

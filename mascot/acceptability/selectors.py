@@ -50,9 +50,9 @@ def selector_report(rows: Sequence[dict[str, Any]], scorers: dict[str, Any], pac
                     boot: int = 1000) -> dict[str, Any]:
     """Shares of the draw each policy shows, sign tests against `shown`, and each scorer's AUC on all draws."""
     from scipy.stats import binomtest
-    from sklearn.metrics import roc_auc_score
 
     from mascot.acceptability.selection import Selector
+    from mascot.acceptability.training import metrics
     from mascot.group.personas import load_pack
 
     pack = load_pack(pack_name)
@@ -66,18 +66,13 @@ def selector_report(rows: Sequence[dict[str, Any]], scorers: dict[str, Any], pac
     }
     aucs: dict[str, Any] = {}
     flat = [r for rs in turns.values() for r in rs]
-    y = np.array([LABELS.index(r["label"]) >= 1 for r in flat])  # True: not "not acceptable"
-    rng = np.random.default_rng(0)
+    y = np.array([LABELS.index(r["label"]) for r in flat])
     for name, scorer in scorers.items():
         selector = Selector(scorer)
         picks[f"scorer:{name}"] = {g: scorer_choice(selector, pack.get(rs[0]["persona"]), rs) for g, rs in turns.items()}
         scores = np.array([s.acceptability for s in scorer.score_many([(dialogue_of(r), r["persona"], r["reply"])
                                                                         for r in flat])])
-        auc = float(roc_auc_score(y, scores))
-        draws = [roc_auc_score(y[i], scores[i]) for i in (rng.integers(0, len(y), len(y)) for _ in range(boot))
-                 if y[i].any() and not y[i].all()]
-        aucs[name] = {"auc_not_unacceptable": round(auc, 3),
-                      "ci95": [round(float(np.percentile(draws, q)), 3) for q in (2.5, 97.5)]}
+        aucs[name] = metrics(scores, y, boot=boot)
     policies = {}
     for name, chosen in picks.items():
         shown_rows = [{"label": turns[g][i]["label"]} for g, i in chosen.items()]
@@ -95,7 +90,11 @@ def selector_report(rows: Sequence[dict[str, Any]], scorers: dict[str, Any], pac
 
 
 def load_scorers(names: Sequence[str]) -> dict[str, Any]:
-    """`shipped` or scorer folders, by the name given."""
+    """`shipped`, scorer folders, or `NAME=FOLDER`, reported by the name given."""
     from mascot.acceptability.scorer import AcceptabilityScorer
 
-    return {n: AcceptabilityScorer.load(None if n == "shipped" else Path(n)) for n in names}
+    out = {}
+    for spec in names:
+        name, _, folder = spec.partition("=") if "=" in spec else (spec, "", spec)
+        out[name] = AcceptabilityScorer.load(None if folder == "shipped" else Path(folder))
+    return out
