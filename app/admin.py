@@ -1,4 +1,4 @@
-"""The researcher app at /admin: Studies and Train (and any tab added to ADMIN_TABS), behind a login.
+"""The researcher app at /admin: Studies, Train, Jobs and Safety (and any tab added to ADMIN_TABS), behind a login.
 
 To add a researcher tab, append `(title, module, function)` to ADMIN_TABS; the function is called as
 `function(settings)` inside `with gr.Tab(title):`. Nothing here is reachable from the public chat app
@@ -18,6 +18,7 @@ from app.ui import hide_page_events
 ADMIN_TABS: tuple[tuple[str, str, str], ...] = (
     ("Studies", "app.studies_tab", "render_studies_tab"),
     ("Train", "app.admin_tab", "render_admin_tab"),
+    ("Jobs", "app.jobs_tab", "render_jobs_tab"),
     ("Safety", "app.safety_tab", "render_safety_tab"),
 )
 
@@ -34,7 +35,8 @@ def _optional_tab(title: str, module: str, func: str, settings: Settings) -> Non
 def build_admin_app(settings: Settings, tabs: tuple[tuple[str, str, str], ...] = ADMIN_TABS) -> gr.Blocks:
     """The researcher Blocks (mount it behind a login with `app.server.build_server`)."""
     with gr.Blocks(title="MASCOT researcher") as admin:
-        gr.Markdown("## MASCOT · researcher tools\nStudies (blind human evaluation), training and safety-check counts. "
+        gr.Markdown("## MASCOT · researcher tools\nStudies (blind human evaluation), training, jobs for every stage of "
+                    "the pipeline, and safety-check counts. "
                     "Annotators use `/annotate/`; the public chat is at `/`.")
         with gr.Tabs():
             for title, module, func in tabs:

@@ -1,6 +1,8 @@
-"""Train tab: launch a Stage-1 run from a recipe, follow its progress.jsonl, browse finished runs.
+"""Train tab: launch a Stage-1 or Stage-2 run from a recipe, follow its progress.jsonl, browse finished runs.
 
-UI wiring only; starting/stopping the subprocess and reading progress live in `mascot.train.launch`.
+UI wiring only; runs are jobs of the persistent job runner (`mascot.jobs`, shared with the Jobs tab: queued
+behind other heavy jobs, cancelled as a process group, found again after a restart), and reading progress lives
+in `mascot.train.launch`.
 Rendered in the researcher app (app/admin.py, ADMIN_TABS) inside `with gr.Tab("Train"):` as
 `render_admin_tab(settings)`. Output folders, recipe files and run cards must lie inside the checkpoints or
 runs folder (`mascot.files.safe_paths`).
@@ -19,10 +21,12 @@ from app.security import admin_files
 from app.settings import Settings
 from mascot.errors import MascotError
 from mascot.files.safe_paths import resolve_inside
+from mascot.jobs.runner import JobRunner
+from mascot.jobs.store import Job
 from mascot.train.launch import (
     PLOT_METRICS,
     STAGES,
-    TrainingJobs,
+    build_command,
     curve_images,
     finished_runs,
     get_stage,
@@ -78,15 +82,22 @@ def confined_output(recipe: str, output: str | None, overrides: dict[str, str], 
     return resolve_inside(out, run_roots(settings), what="output folder")
 
 
-def follow_dir(jobs: TrainingJobs, recipe: str, output: str, settings: Settings | None = None,
-               stage: str = "stage1") -> Path | None:
-    """The folder with progress.jsonl and train.log to follow: the launched job's, else the one the form
-    points at (if allowed)."""
-    if jobs.job is not None:
-        return progress_dir(jobs.job.output, jobs.job.stage)
+def jobs_runner(settings: Settings) -> JobRunner:
+    """The app's shared job runner (its table in `settings.jobs_db_url`, job folders under `<runs>/jobs`)."""
+    return JobRunner.shared(settings.jobs_db_url, Path(settings.runs_dir) / "jobs")
+
+
+def training_job(runner: JobRunner) -> Job | None:
+    """The newest training job (running, queued or ended)."""
+    return next((j for j in runner.jobs(limit=50) if j.kind in STAGES), None)
+
+
+def follow_dir(job: Job | None, recipe: str, output: str, settings: Settings, stage: str = "stage1") -> Path | None:
+    """The folder with progress.jsonl to follow: the newest training job's, else the one the form points at (if
+    allowed)."""
+    if job is not None:
+        return Path(job.progress_path).parent
     try:
-        if settings is None:
-            return progress_dir(output_for(recipe, output or None, {"checkpoints_dir": str(jobs.checkpoints_dir)}, stage), stage)
         return progress_dir(confined_output(recipe, output, {}, settings, stage), stage)
     except MascotError:
         return None
@@ -127,13 +138,13 @@ def metric_figure(points: list[dict[str, Any]], metric: str) -> Any:
 
 
 def render_admin_tab(settings: Settings) -> None:
-    jobs = TrainingJobs(checkpoints_dir=settings.checkpoints_dir)
+    runner = jobs_runner(settings)
     recipes = list_recipes()
 
     gr.Markdown("### Training\nStage 1: judge → preference pairs → persona reward model → GRPO speakers. "
                 "Stage 2: dialogue states → director GRPO on simulated conversations (speakers frozen).\n"
-                "Runs `python -m mascot train stage1|stage2` in the background (one run at a time). Finished steps "
-                "are skipped when a run is started again on the same output folder.")
+                "Runs `python -m mascot train stage1|stage2` as a job (see the Jobs tab): one heavy job at a time, "
+                "the rest queue. Finished steps are skipped when a run is started again on the same output folder.")
     with gr.Row():
         stage = gr.Radio([(st.title, name) for name, st in STAGES.items()], value="stage1", label="Stage")
     with gr.Row():
@@ -173,30 +184,38 @@ def render_admin_tab(settings: Settings) -> None:
         try:
             overrides = parse_overrides(ov_text)
             target = confined_output(rec, out, overrides, settings, stg)
-            job = jobs.start(check_recipe(rec, settings, stg), max_steps=int(steps) if steps else None,
-                             output=str(target) if out else None,
-                             only=list(only_steps or []) or None, overrides=overrides, stage=stg)
+            argv = build_command(check_recipe(rec, settings, stg), max_steps=int(steps) if steps else None,
+                                 output=str(target) if out else None, only=list(only_steps or []) or None,
+                                 overrides={"checkpoints_dir": settings.checkpoints_dir, **overrides}, stage=stg)
+            job = runner.submit(stg, argv[argv.index("--recipe"):])
         except MascotError as exc:
-            raise gr.Error(str(exc)) from exc
-        return f"**Running** `{' '.join(job.argv[1:])}` → `{job.output}`"
+            return f"❌ {exc}"
+        return f"**{job.state.capitalize()}** `{job.command}`"
 
     def stop() -> str:
-        return "**Stopped.**" if jobs.stop() else "No run is in progress."
+        job = training_job(runner)
+        if job is None or not job.active:
+            return "No run is in progress."
+        return f"**{runner.cancel(job.id).state.capitalize()}.**"
 
     def refresh(stg: str, rec: str, out: str, key: str | None, shown: Any) -> tuple[Any, ...]:
-        folder = follow_dir(jobs, rec, out, settings, stg)
+        runner.pump()
+        job = training_job(runner)
+        folder = follow_dir(job, rec, out, settings, stg)
         events = read_progress(folder / "progress.jsonl") if folder else []
         key = key or PLOT_METRICS[0]
         pts = metric_points(events, (key,))
         now = (str(folder), key, len(pts), pts[-1]["value"] if pts else None)
         fig = gr.skip() if now == shown else metric_figure(pts, key)
-        job = jobs.job
         if job is not None:
-            head = f"**{job.state()}** · `{job.output}`"
+            ended = f", ended {job.ended:%Y-%m-%d %H:%M}" if job.ended else ""
+            head = f"**{job.state}** (started {job.created:%Y-%m-%d %H:%M}{ended}) · `{job.command}`"
             log_text = tail(job.log_path)
         else:
             head = f"Following `{folder}` (no run started from this app)." if folder else "Nothing to follow."
             log_text = tail(folder / "train.log") if folder else ""
+            if folder and not log_text:
+                log_text = "(no log here: this run was not started from the console; its steps are above)"
         return head, status_rows(events), fig, log_text, now
 
     def list_runs() -> tuple[Any, Any]:

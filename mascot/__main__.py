@@ -1,4 +1,5 @@
-"""`python -m mascot <command>` (or the `mascot` console script): chat, train, eval, safety, accept, compare-directors.
+"""`python -m mascot <command>` (or the `mascot` console script): chat, train, eval, safety, accept, jobs,
+compare-directors.
 
 Each command lives in its own module exposing `add_arguments(parser)` and `main(args) -> int`; only the
 chosen command's module is imported, so `mascot chat` never loads the trainers. This is the engine's entry
@@ -22,6 +23,7 @@ COMMANDS = {
     "safety": ("mascot.safety.cli", "Train (`safety train`) or measure (`safety eval`) the crisis detector."),
     "accept": ("mascot.acceptability.cli",
                "Replies a person would accept: sample replies to label, train and validate the scorer."),
+    "jobs": ("mascot.jobs.cli", "The console's job table: submit, list, show, cancel jobs, or keep the queue moving."),
     "compare-directors": ("mascot.evaluation.group_eval",
                           "Group-level evaluation (the same as `eval --level group`): MASCOT vs its ablations and baselines."),
 }
@@ -40,8 +42,16 @@ def _level(argv: list[str]) -> str:
 
 
 def _chosen(argv: list[str]) -> str | None:
-    """The command named on the command line (the first argument that is not an option)."""
-    return next((a for a in argv if not a.startswith("-")), None)
+    """The command named on the command line (the first argument that is not an option or an option's value)."""
+    skip = False
+    for a in argv:
+        if skip:
+            skip = False
+        elif a == "--progress":
+            skip = True
+        elif not a.startswith("-"):
+            return a
+    return None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -49,6 +59,8 @@ def main(argv: list[str] | None = None) -> int:
     apply_process_defaults()  # before a command's libraries start an OpenMP thread pool
     parser = argparse.ArgumentParser(prog="mascot", description=__doc__)
     parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
+    parser.add_argument("--progress", default=None, metavar="FILE",
+                        help="also write progress events to this progress.jsonl (what the admin console follows)")
     sub = parser.add_subparsers(dest="command", required=True)
     chosen = _chosen(argv)
     module = None
@@ -69,17 +81,27 @@ def main(argv: list[str] | None = None) -> int:
     if getattr(args, "_missing", None):
         print(f"error: the {args.command!r} command is unavailable: {args._missing}", file=sys.stderr)
         return 2
+    if args.progress:
+        from mascot.jobs import events
+
+        events.attach(args.progress)
+        events.event("run", "started", message=" ".join(["mascot", *argv]))
+    code, message = 1, ""
     try:
         args.settings = Settings.from_env()
         from mascot.files.model_files import use_cache_dir
 
         use_cache_dir(args.settings.cache_dir)
-        return int(module.main(args) or 0)  # type: ignore[union-attr]
+        code = int(module.main(args) or 0)  # type: ignore[union-attr]
     except MascotError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 2
+        code, message = 2, str(exc)
     except KeyboardInterrupt:
-        return 130
+        code = 130
+    finally:
+        if args.progress:
+            events.event("run", "done" if code == 0 else "failed", message=message or f"exit {code}")
+    return code
 
 
 if __name__ == "__main__":

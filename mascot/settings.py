@@ -40,6 +40,7 @@ class Settings:
     data_dir: str = field(default_factory=_default_data_dir)  # annotation DB, safety log, chat exports
     cache_dir: str = field(default_factory=_default_cache_dir)  # converted models, GGUF LoRAs, probes
     annotation_db_url: str = ""  # default: sqlite file annotation.db under data_dir
+    jobs_db_url: str = ""  # the console's job table; default: sqlite file jobs.db under data_dir
     safety_log: str = ""  # default: data_dir/safety_events.sqlite
     safety_llm_judge: bool = False  # an LLM second opinion on gray-zone messages (openai/vllm backends only)
     llamacpp_weights: str = "auto"  # auto | bf16 | q8_0 | native | f32
@@ -62,6 +63,8 @@ class Settings:
             raise ConfigError(f"{ENV_PREFIX}CAREFUL_BEST_OF={self.careful_best_of}: use a whole number from 1 to 8.")
         if not self.annotation_db_url:
             self.annotation_db_url = f"sqlite:///{Path(self.data_dir) / 'annotation.db'}"
+        if not self.jobs_db_url:
+            self.jobs_db_url = f"sqlite:///{Path(self.data_dir) / 'jobs.db'}"
         if not self.safety_log:
             from mascot.safety.events import default_log_path  # stdlib only; keeps settings import-light
 

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from mascot.errors import ConfigError, MascotError
-from mascot.train.launch import Job, TrainingJobs, finished_runs, run_summary_rows, tail
+from mascot.train.launch import finished_runs, run_summary_rows, tail
 
 
 def test_admin_tab_renders_and_parses_overrides(tmp_path: Path) -> None:
@@ -44,19 +42,21 @@ def test_metric_figure_draws_one_line_per_trainer_of_the_shipped_run() -> None:
     assert not empty.axes[0].get_lines() and "no 'loss'" in empty.axes[0].texts[0].get_text()
 
 
-def test_stop_ends_the_process_group_and_one_job_at_a_time(tmp_path: Path) -> None:
-    jobs = TrainingJobs(checkpoints_dir=tmp_path)
-    # a stand-in for a training run: a parent with a child, in its own session like `start` creates
-    proc = subprocess.Popen([sys.executable, "-c", "import subprocess, sys, time; "
-                             "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); time.sleep(60)"],
-                            start_new_session=True)
-    jobs.job = Job(["python"], tmp_path, proc)
-    assert jobs.job.state() == "running"
-    with pytest.raises(ConfigError, match="already in progress"):
-        jobs.start("tiny-cpu", max_steps=1, output=str(tmp_path / "x"))
-    assert jobs.stop(timeout=5) is True
-    assert jobs.job.state() == "stopped" and proc.returncode is not None
-    assert jobs.stop() is False
+def test_a_training_run_is_a_job_of_the_shared_runner(tmp_path: Path) -> None:
+    """The Train tab's runs are jobs of the shared runner: the form's recipe, steps and output become the
+    command, the tab follows the newest training job, and a second start of the same run is refused."""
+    from app.admin_tab import jobs_runner, training_job
+    from app.settings import Settings
+    from mascot.train.launch import build_command
+
+    settings = Settings(checkpoints_dir=str(tmp_path / "ck"), data_dir=str(tmp_path), runs_dir=str(tmp_path / "runs"))
+    runner = jobs_runner(settings)
+    assert jobs_runner(settings) is runner and training_job(runner) is None
+    argv = build_command("tiny-cpu", output=str(tmp_path / "ck" / "r"), overrides={"checkpoints_dir": str(tmp_path / "ck")})
+    job = runner.submit("stage1", [*argv[argv.index("--recipe"):], "--print-config"])
+    assert training_job(runner).id == job.id and "--output" in job.argv and job.argv.count("--no-bars") == 1
+    with pytest.raises(ConfigError, match="already queued or running"):
+        runner.submit("stage1", [*argv[argv.index("--recipe"):], "--print-config"])
 
 
 def test_finished_runs_and_log_tail(tmp_path: Path) -> None:
@@ -99,7 +99,6 @@ def test_launcher_knows_both_stages_and_where_each_logs(tmp_path: Path) -> None:
     settings = Settings(checkpoints_dir=str(tmp_path), data_dir=str(tmp_path), runs_dir=str(tmp_path / "runs"))
     run = confined_output("tiny-cpu", "", {}, settings, "stage2")
     assert run == (tmp_path / "tiny-cpu").resolve()
-    jobs = TrainingJobs(checkpoints_dir=tmp_path)
-    assert follow_dir(jobs, "tiny-cpu", "", settings, "stage2") == run / "stage2"
+    assert follow_dir(None, "tiny-cpu", "", settings, "stage2") == run / "stage2"
     with pytest.raises(MascotError, match="output folder"):
         confined_output("tiny-cpu", "/etc/evil", {}, settings, "stage2")

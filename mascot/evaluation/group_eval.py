@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from mascot.errors import ConfigError, unknown_name
+from mascot.jobs.events import tracked
 
 
 @dataclass(frozen=True)
@@ -240,14 +241,14 @@ def run_compare(args: argparse.Namespace, loaded: dict[str, Any] | None = None) 
         user = make_user(cfg, backend, roster)
         rollouts = [Rollout.from_script(f"{system}:{s.id}" + (f"#{k}" if k else ""), s, seed=1000 + i + ROLLOUT_SEED_STEP * k)
                     for k in range(args.repeats) for i, s in enumerate(scripts)]
-        for start in range(0, len(rollouts), args.batch_size):
+        for start in tracked(range(0, len(rollouts), args.batch_size), step=f"{system}: rolling out", bar=False):
             batch = rollouts[start : start + args.batch_size]
             own = {"min_speakers": args.min_speakers} if llm else {}
             if not cache.restore(system, batch, own):
                 roll_forward(chat, batch, user, user_turns=user_turns - 1)
                 cache.store(system, batch, own)
         per_rollout, first_round_distinct, crit, failures = [], [], {}, JudgeFailures()
-        for r in rollouts:
+        for r in tracked(rollouts, step=f"{system}: judging", bar=False):
             blocks = blocks_from_dialogue(r.dialogue, 1, roster, args.block_turns, pack.setting)
             verdicts = failures.keep_valid(judge, blocks)
             per_rollout.append(statistics.fmean(to_100(v.aggregate) for v in verdicts) if verdicts else math.nan)

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from mascot.errors import ConfigError
+from mascot.jobs.events import tracked
 
 SWEEPS = ("big5", "mbti")
 SWEEP_DEFAULT_LIMIT = 3  # scenarios per profile when --limit is not given: 16 MBTI profiles stay under 30 minutes on 2 cores
@@ -63,7 +64,7 @@ def run_sweep(args: argparse.Namespace) -> dict[str, Any]:
     loaded: dict[str, Any] = {}
     individual = load_judge("offline")
     out: dict[str, Any] = {"sweep": args.sweep, "profiles": {}}
-    for profile in profiles:
+    for profile in tracked(profiles, step=f"sweep {args.sweep}", bar=False):
         one = argparse.Namespace(**{**vars(args), "user": "llm", "profile": profile,
                                     "limit": args.limit or SWEEP_DEFAULT_LIMIT})
         res = run_compare(one, loaded)

@@ -15,8 +15,6 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from tqdm.auto import tqdm
-
 from mascot.acceptability.scorer import AcceptabilityScorer, ReplyScore
 from mascot.acceptability.selection import Selector
 from mascot.backends import Backend, load_backend
@@ -34,6 +32,7 @@ from mascot.evaluation.report import (
 from mascot.evaluation.systems import MODIFIERS, SYSTEMS, Round, RunContext, make_system, valid_system
 from mascot.group.dialogue import Dialogue
 from mascot.group.personas import load_pack
+from mascot.jobs.events import tracked
 from mascot.judges import Judge, JudgeItem, load_judge
 
 log = logging.getLogger(__name__)
@@ -100,7 +99,7 @@ def judge_rounds(judge: Judge, rounds: list[Round], setting: str, progress: bool
     """Verdicts per round, in the order of each round's judged replies."""
     flat = [(i, JudgeItem(p, r.roster, d, text, setting)) for i, r in enumerate(rounds) for p, d, text in r.judged]
     verdicts: list[Any] = []
-    for start in tqdm(range(0, len(flat), chunk), desc=desc, disable=not progress, unit="batch"):
+    for start in tracked(range(0, len(flat), chunk), step=desc, bar=progress, unit="batch"):
         verdicts += judge.score_batch([it for _, it in flat[start : start + chunk]])
     out: list[list[Any]] = [[] for _ in rounds]
     for (i, _), v in zip(flat, verdicts):
@@ -185,7 +184,7 @@ def run_eval(cfg: EvalConfig, backend: Backend | None = None, judge: Judge | Non
             rounds: list[Round] = []
             seeds: list[int] = []
             batches = [(k, start) for k in range(cfg.repeats) for start in range(0, len(scenarios), cfg.batch_size)]
-            for k, start in tqdm(batches, desc=f"{name}: generating", disable=not cfg.progress, unit="batch"):
+            for k, start in tracked(batches, step=f"{name}: generating", bar=cfg.progress, unit="batch"):
                 made = system.generate(backend, pack, scenarios[start : start + cfg.batch_size], replace(ctx, seed=cfg.seed + k))
                 rounds += made
                 seeds += [cfg.seed + k] * len(made)

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
+from mascot.jobs.events import tracked
 from mascot.safety.training.data import (
     TrainingSets,
     load_categories,
@@ -104,7 +105,7 @@ def evaluate(runs: int = 200, model_root: Path | None = None) -> dict:
     report["detector_after_benign_turns"] = _measure(test, [full.check(e.text, BENIGN_HISTORY, record=False).tier for e in test])
     retired_trained = TrainingSets.of_model(full.classifier.meta).retired_heldout
     sets = {key: load() for key, (_, load) in (HELDOUT_SETS | ({} if retired_trained else RETIRED_SET)).items()}
-    for key, rows in sets.items():
+    for key, rows in tracked(sets.items(), step="held-out sets", total=len(sets), bar=False):
         report[key] = {"test_size": len(rows)} | {
             name: _measure(rows, [d.check(e.text, record=False).tier for e in rows]) for name, d in variants.items()}
     ordinary = [e for e in load_ordinary() if e.split == "test"]

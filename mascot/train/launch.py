@@ -1,24 +1,17 @@
-"""Launching and following training runs from a UI (the admin tab) without importing gradio.
+"""Training runs for a UI (the admin Train tab) without importing gradio: the command line of a stage, where
+its `progress.jsonl` lives (the run folder for Stage 1, `<run>/stage2/` for Stage 2), and that progress read
+into tables and curves. Runs are launched, queued and cancelled by the job runner (`mascot.jobs`).
 
-`TrainingJobs` starts `python -m mascot train stage1|stage2 ...` as a subprocess (one at a time, in its own
-process group so Stop ends it and its children), logs its output to `train.log` beside the stage's
-`progress.jsonl` (the run folder for Stage 1, `<run>/stage2/` for Stage 2), and reads that progress into
-tables a UI can show.
-
-    jobs = TrainingJobs(checkpoints_dir="checkpoints")
-    job = jobs.start("tiny-cpu", max_steps=4, output="checkpoints/try1")
-    rows = status_rows(read_progress(job.progress_path))
+    argv = build_command("tiny-cpu", max_steps=4, output="checkpoints/try1")
+    rows = status_rows(read_progress(progress_dir("checkpoints/try1") / "progress.jsonl"))
 """
 
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
 import sys
-import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -105,96 +98,6 @@ def progress_dir(run_dir: str | Path, stage: str = "stage1") -> Path:
     return Path(run_dir) / sub if sub else Path(run_dir)
 
 
-@dataclass
-class Job:
-    """One launched run."""
-
-    argv: list[str]
-    output: Path
-    process: subprocess.Popen
-    started: float = field(default_factory=time.time)
-    stopped_by_user: bool = False
-    stage: str = "stage1"
-
-    @property
-    def progress_path(self) -> Path:
-        return progress_dir(self.output, self.stage) / "progress.jsonl"
-
-    @property
-    def log_path(self) -> Path:
-        return progress_dir(self.output, self.stage) / "train.log"
-
-    @property
-    def running(self) -> bool:
-        return self.process.poll() is None
-
-    @property
-    def returncode(self) -> int | None:
-        return self.process.poll()
-
-    def state(self) -> str:
-        if self.running:
-            return "running"
-        if self.stopped_by_user:
-            return "stopped"
-        return "finished" if self.returncode == 0 else f"failed (exit {self.returncode})"
-
-
-class TrainingJobs:
-    """At most one training subprocess at a time (training saturates the machine)."""
-
-    def __init__(self, checkpoints_dir: str | Path = "checkpoints", cwd: str | Path | None = None,
-                 env: dict[str, str] | None = None) -> None:
-        self.checkpoints_dir = Path(checkpoints_dir)
-        self.cwd = Path(cwd) if cwd else Path.cwd()
-        self.env = env
-        self.job: Job | None = None
-        self._lock = threading.Lock()
-
-    def start(self, recipe: str, *, max_steps: int | None = None, output: str | None = None,
-              only: list[str] | None = None, overrides: dict[str, Any] | None = None, stage: str = "stage1") -> Job:
-        with self._lock:
-            if self.job is not None and self.job.running:
-                raise ConfigError(f"A training run is already in progress ({self.job.output}); stop it first.")
-            ov = dict(overrides or {})
-            ov.setdefault("checkpoints_dir", str(self.checkpoints_dir))
-            argv = build_command(recipe, max_steps=max_steps, output=output, only=only, overrides=ov, stage=stage)
-            out = output_for(recipe, output, ov, stage)
-            if not out.is_absolute():
-                out = self.cwd / out
-            progress_dir(out, stage).mkdir(parents=True, exist_ok=True)
-            env = {**os.environ, **(self.env or {}), "PYTHONUNBUFFERED": "1", "HF_HUB_OFFLINE": "1"}
-            env["PYTHONPATH"] = os.pathsep.join(p for p in (str(self.cwd), env.get("PYTHONPATH", "")) if p)
-            log = (progress_dir(out, stage) / "train.log").open("ab")
-            log.write(f"\n$ {' '.join(argv)}\n".encode())
-            log.flush()
-            proc = subprocess.Popen(argv, cwd=self.cwd, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                    stdin=subprocess.DEVNULL, start_new_session=True)
-            log.close()
-            self.job = Job(argv, out, proc, stage=stage)
-            return self.job
-
-    def stop(self, timeout: float = 10.0) -> bool:
-        """Stop the running job (SIGTERM to its process group, SIGKILL after `timeout`); False if none ran."""
-        job = self.job
-        if job is None or not job.running:
-            return False
-        job.stopped_by_user = True
-        try:
-            os.killpg(job.process.pid, signal.SIGTERM)  # the group we created: the run and its children only
-        except ProcessLookupError:
-            return True
-        try:
-            job.process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            try:
-                os.killpg(job.process.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            job.process.wait(5)
-        return True
-
-
 # ------------------------------------------------------------------- reading progress
 def invocations(events: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
     """The events of each `python -m mascot train` invocation on one output folder, oldest first: a folder that
@@ -228,7 +131,8 @@ def latest_events(events: list[dict[str, Any]], metrics_only: bool = False) -> l
 
 
 def status_rows(events: list[dict[str, Any]]) -> list[list[Any]]:
-    """One row per step of its last invocation: [step, status, done/total, last update, elapsed s, message]."""
+    """One row per step of its last invocation, in the order the steps started: [step, status, done/total (or
+    "all" for a finished step that logged no counts), last update with its date, elapsed s, message]."""
     rows: dict[str, dict[str, Any]] = {}
     for e in latest_events(events):
         step = e.get("step", "?")
@@ -247,9 +151,11 @@ def status_rows(events: list[dict[str, Any]]) -> list[list[Any]]:
         if e.get("message"):
             r["message"] = e["message"]
     out = []
-    for step, r in rows.items():
+    for step, r in sorted(rows.items(), key=lambda kv: kv[1]["start"] or 0):
         frac = f"{r['done']}/{r['total']}" if r["done"] is not None and r["total"] else ("" if not r["done"] else str(r["done"]))
-        when = time.strftime("%H:%M:%S", time.localtime(r["time"])) if r["time"] else ""
+        if not frac and r["status"] in ("done", "skipped"):
+            frac = "all"
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r["time"])) if r["time"] else ""
         elapsed = round(r["time"] - r["start"], 1) if r["time"] and r["start"] else None
         out.append([step, r["status"], frac, when, elapsed, r["message"][:200]])
     return out
@@ -315,7 +221,7 @@ def run_summary_rows(cards: list[dict[str, Any]]) -> list[list[Any]]:
     return rows
 
 
-__all__ = ["PLOT_METRICS", "STAGES", "Job", "Stage", "TrainingJobs", "build_command", "finished_runs", "get_stage",
+__all__ = ["PLOT_METRICS", "STAGES", "Stage", "build_command", "finished_runs", "get_stage",
            "list_recipes", "metric_points", "output_for", "progress_dir", "read_progress", "run_summary_rows", "status_rows", "tail"]
 
 

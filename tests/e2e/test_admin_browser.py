@@ -93,3 +93,26 @@ def test_public_app_has_no_researcher_tabs(browser, base):
         assert page.get_by_role("tab", name="Studies").count() == 0
         assert page.get_by_role("tab", name="Train").count() == 0
         assert "Create a study" not in body and "Start training" not in body and "Output folder" not in body
+
+
+def test_a_researcher_launches_an_evaluation_job_watches_it_finish_and_reads_its_table(browser, port, tmp_path):
+    """The Jobs tab end to end: a bad flag is refused in place (the page stays), then a tiny evaluation runs as a
+    job, its state reaches 'finished' in the table, and its results show as a table."""
+    runs = tmp_path / "runs"
+    settings = Settings(data_dir=str(tmp_path), backend="fake", mode="round-robin", port=port, runs_dir=str(runs),
+                        checkpoints_dir=str(tmp_path / "checkpoints"), admin_password=PASSWORD)
+    with served(settings) as url, new_page(browser) as page:
+        _login(page, url)
+        tab("Jobs", page).click()
+        box = page.get_by_label("Arguments (the command's own flags)")
+        box.fill("--limt 1")
+        page.get_by_role("button", name="Launch").click()
+        page.get_by_text("unrecognized arguments: --limt 1").first.wait_for(timeout=30_000)
+        box.fill(f"--backend fake --systems zero-shot --limit 1 --scorer none --output {runs / 'ev'}")
+        page.get_by_text("Command: ").first.wait_for(timeout=30_000)
+        page.get_by_role("button", name="Launch").click()
+        page.get_by_text("finished", exact=True).locator("visible=true").first.wait_for(timeout=180_000)
+        # the results table: one row per system and metric, a column per persona
+        page.get_by_text("consistency", exact=True).locator("visible=true").first.wait_for(timeout=30_000)
+        assert page.get_by_text("Overall", exact=True).locator("visible=true").count() > 0
+        page.screenshot(path=str(tmp_path / "jobs.png"), full_page=True)

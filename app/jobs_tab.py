@@ -1,0 +1,178 @@
+"""Jobs tab: launch any stage of the pipeline (training, evaluations, sweeps, the safety evaluation) as a job,
+follow it live (progress, curves, log), cancel it, and read its results as a table.
+
+UI wiring only; the runner, the kinds of job and the result tables live in `mascot.jobs`. Rendered in the
+researcher app (app/admin.py, ADMIN_TABS) as `render_jobs_tab(settings)`. Files a job writes (reports, caches,
+heatmaps) must lie inside the checkpoints or runs folder (`mascot.files.safe_paths`).
+"""
+
+from __future__ import annotations
+
+import html
+import shlex
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import gradio as gr
+
+from app.admin_tab import check_recipe, jobs_runner, metric_figure, run_roots
+from app.settings import Settings
+from mascot.errors import ConfigError, MascotError
+from mascot.files.safe_paths import resolve_inside
+from mascot.jobs.kinds import KINDS, get_kind
+from mascot.jobs.results import result_table
+from mascot.jobs.runner import external_runs
+from mascot.jobs.store import Job, utcnow
+from mascot.train.launch import PLOT_METRICS, metric_points, read_progress, tail
+
+JOB_HEADERS = ["job", "kind", "state", "created", "started", "ended", "minutes", "exit"]
+EXTERNAL_HEADERS = ["progress file", "state", "updated", "step", "done"]
+WRITE_FLAGS = ("--output", "--json", "--heatmap", "--cache", "--judge-cache")  # flags naming a file a job writes
+EXAMPLES = {
+    "stage1": "--recipe tiny-cpu --max-steps 2 --output runs/try-stage1",
+    "stage2": "--recipe tiny-cpu --max-steps 2 --output runs/try-stage2",
+    "eval": "--systems zero-shot,few-shot --limit 2",
+    "group-eval": "--systems mascot,round-robin --limit 4",
+    "sweep": "--sweep big5 --systems mascot,zero-shot --limit 2",
+    "safety-eval": "",
+}
+
+
+def split_args(text: str) -> list[str]:
+    """The arguments box as a command line would split it; a quote left open is refused."""
+    try:
+        return shlex.split(text or "")
+    except ValueError as exc:
+        raise ConfigError(f"Arguments: {exc} (close the quote).") from None
+
+
+def confine_args(kind: str, args: list[str], settings: Settings) -> list[str]:
+    """Refuse a job that would write outside the checkpoints/runs folders, or read a recipe file from elsewhere."""
+    for i, a in enumerate(args):
+        flag, eq, value = a.partition("=")
+        if flag in (*WRITE_FLAGS, "--recipe") and not eq:
+            value = args[i + 1] if i + 1 < len(args) else ""
+        elif flag == "--export-pairs":
+            value = args[i + 2] if not eq and i + 2 < len(args) else value
+        elif flag not in WRITE_FLAGS:
+            continue
+        if flag == "--recipe" and kind in ("stage1", "stage2"):
+            check_recipe(value, settings, kind)
+        elif flag != "--recipe":
+            resolve_inside(value, run_roots(settings), what=f"{flag} path")
+    return args
+
+
+def job_rows(jobs: list[Job]) -> list[list[Any]]:
+    rows = []
+    now = utcnow()
+    for j in jobs:
+        minutes = round(((j.ended or now) - j.started).total_seconds() / 60, 1) if j.started else None
+        rows.append([j.id, j.kind, j.state, f"{j.created:%Y-%m-%d %H:%M:%S}",
+                     f"{j.started:%H:%M:%S}" if j.started else "", f"{j.ended:%H:%M:%S}" if j.ended else "", minutes,
+                     "" if j.returncode is None else j.returncode])
+    return rows
+
+
+def progress_html(events: list[dict[str, Any]], state: str) -> str:
+    """A progress bar for the step the job is on, with its counts."""
+    steps = [e for e in events if e.get("step") != "run" and e.get("total")]
+    if not steps:
+        return f"<p><b>{html.escape(state)}</b> · no progress reported yet</p>"
+    e = steps[-1]
+    done, total = e.get("done") or 0, e["total"]
+    return (f"<p><b>{html.escape(state)}</b> · {html.escape(str(e['step']))}: {done}/{total}</p>"
+            f"<progress value='{done}' max='{total}' style='width:100%'></progress>")
+
+
+def render_jobs_tab(settings: Settings) -> None:
+    runner = jobs_runner(settings)
+    gr.Markdown("### Jobs\nEvery long command of the pipeline as a job: training stages, the individual and group "
+                "evaluations, personality sweeps and the safety evaluation. One heavy job runs at a time and the rest "
+                "queue; jobs survive a restart of the app, and Cancel ends a job's whole process group. The same "
+                "table is open to the command line: `python -m mascot jobs list|submit|show|cancel`.")
+    with gr.Row():
+        kind = gr.Dropdown([(k.title, name) for name, k in KINDS.items()], value="eval", label="Job")
+        args = gr.Textbox(label="Arguments (the command's own flags)", value=EXAMPLES["eval"], scale=2)
+        launch = gr.Button("Launch", variant="primary")
+    command_md = gr.Markdown()
+    message = gr.Markdown()
+    table = gr.Dataframe(headers=JOB_HEADERS, value=[], label="Jobs (newest first)", interactive=False, wrap=True)
+    with gr.Row():
+        pick = gr.Dropdown([], label="Job to follow", allow_custom_value=False)
+        cancel = gr.Button("Cancel job", variant="stop")
+    head = gr.HTML()
+    metric = gr.Dropdown(list(PLOT_METRICS), value=PLOT_METRICS[0], label="Training metric to plot", visible=False)
+    plot = gr.Plot(label="Metric per trainer step", visible=False)
+    log_box = gr.Textbox(label="Log (last lines)", lines=10, max_lines=10, autoscroll=True, interactive=False)
+    result = gr.Dataframe(value=None, label="Results", interactive=False, wrap=True, visible=False)
+    with gr.Accordion("Runs started from the command line", open=False):
+        external = gr.Dataframe(headers=EXTERNAL_HEADERS, value=[], interactive=False, wrap=True)
+    timer = gr.Timer(2.0)
+
+    def preview(k: str, text: str) -> str:
+        try:
+            a = confine_args(k, split_args(text), settings)
+            built = get_kind(k).build(a, Path(settings.runs_dir) / "jobs" / "<new job>")
+        except MascotError as exc:
+            return f"❌ {exc}"
+        return f"Command: `{shlex.join(built.argv[1:])}`"
+
+    def pick_kind(k: str) -> tuple[Any, str]:
+        return gr.Textbox(value=EXAMPLES.get(k, "")), preview(k, EXAMPLES.get(k, ""))
+
+    def submit(k: str, text: str) -> tuple[str, Any, Any]:
+        try:
+            job = runner.submit(k, confine_args(k, split_args(text), settings))
+        except MascotError as exc:
+            return f"❌ {exc}", gr.skip(), gr.skip()
+        rows, ids = refresh_table()
+        return f"Job `{job.id}` launched ({job.state}).", rows, gr.Dropdown(choices=ids, value=job.id)
+
+    def refresh_table() -> tuple[list[list[Any]], list[str]]:
+        runner.pump()
+        jobs = runner.jobs()
+        return job_rows(jobs), [j.id for j in jobs]
+
+    def tick(current: str | None, key: str | None) -> tuple[Any, ...]:
+        rows, ids = refresh_table()
+        current = current if current in ids else (ids[0] if ids else None)
+        roots = [settings.runs_dir, settings.checkpoints_dir]
+        ext = [[r["path"], r["state"], f"{datetime.fromtimestamp(r['updated']):%Y-%m-%d %H:%M:%S}" if r["updated"] else "",
+                r["step"], f"{r['done']}/{r['total']}" if r["total"] else (r["done"] or "")]
+               for r in external_runs(roots, runner.known_progress())]
+        return (rows, gr.Dropdown(choices=ids, value=current), ext, *follow(current, key))
+
+    def follow(job_id: str | None, key: str | None) -> tuple[Any, ...]:
+        if not job_id:
+            return ("<p>No job yet: launch one above.</p>", gr.Dropdown(visible=False), gr.Plot(visible=False), "",
+                    gr.Dataframe(visible=False))
+        job = runner.get(job_id)
+        events = read_progress(job.progress_path)
+        training = job.kind in ("stage1", "stage2")
+        top = progress_html(events, job.state) + f"<p><code>{html.escape(job.command)}</code></p>"
+        if job.message and job.state != "finished":
+            top += f"<pre>{html.escape(job.message[-2000:])}</pre>"
+        fig = metric_figure(metric_points(events, (key or PLOT_METRICS[0],)), key or PLOT_METRICS[0]) if training else None
+        table_value = result_table(job.result_path) if job.state == "finished" and job.result_path else None
+        shown = table_value is not None and not table_value.empty
+        return (top, gr.Dropdown(visible=training), gr.Plot(value=fig, visible=training), tail(job.log_path, 30),
+                gr.Dataframe(value=table_value if shown else None, visible=shown))
+
+    def do_cancel(job_id: str | None) -> str:
+        if not job_id:
+            return "Pick a job first."
+        try:
+            return f"Job `{job_id}` {runner.cancel(job_id).state}."
+        except MascotError as exc:
+            return f"❌ {exc}"
+
+    details = [head, metric, plot, log_box, result]
+    kind.change(pick_kind, kind, [args, command_md])
+    args.change(preview, [kind, args], command_md)
+    launch.click(submit, [kind, args], [message, table, pick])
+    cancel.click(do_cancel, pick, message)
+    pick.change(follow, [pick, metric], details)
+    metric.change(follow, [pick, metric], details)
+    timer.tick(tick, [pick, metric], [table, pick, external, *details])
