@@ -49,3 +49,5 @@ def render_safety_tab(settings: Settings) -> None:
     refresh = gr.Button("↻ Refresh", size="sm", elem_id="safety-refresh")
     refresh.click(lambda: (multilingual_status(), *safety_tables(path)), None, [layer_status, tiers, layers, outputs],
                   queue=False)
+    # the counts follow the log on their own (they were computed once, at server start)
+    gr.Timer(10.0).tick(lambda: safety_tables(path), None, [tiers, layers, outputs], queue=False)

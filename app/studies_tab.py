@@ -102,6 +102,18 @@ def _fail(exc: Exception) -> gr.Error:
     return gr.Error(str(exc))
 
 
+def as_message(fn: Any, others: int) -> Any:
+    """`fn` for an event whose first output is the message area: a refusal (gr.Error) becomes a line there and the
+    other `others` outputs keep what they show, instead of every output turning into a red error frame."""
+    def run(*args: Any) -> tuple[Any, ...]:
+        try:
+            return fn(*args)
+        except gr.Error as exc:
+            return (f"❌ {exc.message}", *[gr.skip()] * others) if others else f"❌ {exc.message}"
+
+    return run
+
+
 def create_study(
     store: StudyStore,
     study_id: str,
@@ -294,23 +306,24 @@ def render_studies_tab(settings: Settings, *, store: StudyStore | None = None) -
         value = current if current in choices else (choices[0] if choices else None)
         return gr.update(choices=choices, value=value), studies_table(store), annotator_link(store, value, settings)
 
+    def stats(s: str | None, f: bool, m: float | None) -> tuple[Any, ...]:
+        return ("", *compute_stats(store, s, f, m, out_dir), gr.Column(visible=True))
+
     refresh.click(refresh_all, [study], [study, table, link])
+    gr.Timer(5.0).tick(refresh_all, [study], [study, table, link])  # studies made elsewhere (CLI, other sessions)
     study.change(lambda s: annotator_link(store, s, settings), [study], [link])
-    release_btn.click(lambda s, a: release_annotator(store, s, a), [study, release_id], [message])
+    release_btn.click(as_message(lambda s, a: release_annotator(store, s, a), 0), [study, release_id], [message])
     create_btn.click(
-        lambda *a: create_study(store, *a),
+        as_message(lambda *a: create_study(store, *a), 2),
         [new_id, new_name, instructions, k, rate, min_s, hold, per, code],
         [message, table, study],
     )
-    pairs_btn.click(lambda s, p: import_file(store, s, p, "pairs"), [study, pairs_file], [message, table])
+    pairs_btn.click(as_message(lambda s, p: import_file(store, s, p, "pairs"), 1), [study, pairs_file], [message, table])
     judg_btn.click(
-        lambda s, p: import_file(store, s, p, "judgments"), [study, judgments_file], [message, table]
+        as_message(lambda s, p: import_file(store, s, p, "judgments"), 1), [study, judgments_file], [message, table]
     )
-    open_btn.click(lambda s: set_open(store, s, True), [study], [message, table])
-    close_btn.click(lambda s: set_open(store, s, False), [study], [message, table])
-    stats_btn.click(
-        lambda s, f, m: compute_stats(store, s, f, m, out_dir),
-        [study, exclude_fast, min_acc],
-        [comp, bt, ratings, notes, quality, chart],
-    ).success(lambda: gr.Column(visible=True), None, results)
-    export_btn.click(lambda s: build_exports(store, s, out_dir), [study], [files])
+    open_btn.click(as_message(lambda s: set_open(store, s, True), 1), [study], [message, table])
+    close_btn.click(as_message(lambda s: set_open(store, s, False), 1), [study], [message, table])
+    stats_btn.click(as_message(stats, 7), [study, exclude_fast, min_acc],
+                    [message, comp, bt, ratings, notes, quality, chart, results])
+    export_btn.click(as_message(lambda s: ("", build_exports(store, s, out_dir)), 1), [study], [message, files])

@@ -116,3 +116,26 @@ def test_a_researcher_launches_an_evaluation_job_watches_it_finish_and_reads_its
         page.get_by_text("consistency", exact=True).locator("visible=true").first.wait_for(timeout=30_000)
         assert page.get_by_text("Overall", exact=True).locator("visible=true").count() > 0
         page.screenshot(path=str(tmp_path / "jobs.png"), full_page=True)
+
+
+def test_studies_made_elsewhere_appear_and_a_refused_import_is_a_message(browser, port, tmp_path):
+    """A study created from the command line after the page loaded shows up in the selector on its own; an import
+    without a file is refused with a line in the message area while the studies table stays."""
+    from annotation.schemas import StudyConfig
+    from tests.annotation_fixtures import make_store
+
+    settings = Settings(data_dir=str(tmp_path), backend="fake", mode="round-robin", port=port,
+                        runs_dir=str(tmp_path / "runs"), checkpoints_dir=str(tmp_path / "checkpoints"),
+                        admin_password=PASSWORD)
+    with served(settings) as url, new_page(browser) as page:
+        _login(page, url)
+        page.get_by_text("Create a study").first.wait_for(timeout=30_000)
+        make_store(tmp_path).create_study(config=StudyConfig(id="made-by-cli", annotators_per_item=1))
+        page.get_by_label("Study", exact=True).click()
+        page.get_by_role("option", name="made-by-cli").wait_for(timeout=30_000)
+        page.get_by_role("option", name="made-by-cli").click()
+        page.get_by_text("Import", exact=True).click()
+        page.get_by_role("button", name="Import pairs").click()
+        page.get_by_text("❌ Select a study and upload a file first.").wait_for(timeout=30_000)
+        assert page.locator(".error").count() == 0  # no output turned into an error frame
+        page.get_by_text("made-by-cli").locator("visible=true").first.wait_for(timeout=10_000)
