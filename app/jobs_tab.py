@@ -9,6 +9,7 @@ heatmaps) must lie inside the checkpoints or runs folder (`mascot.files.safe_pat
 from __future__ import annotations
 
 import html
+import json
 import shlex
 from datetime import datetime
 from pathlib import Path
@@ -86,6 +87,32 @@ def progress_html(events: list[dict[str, Any]], state: str) -> str:
             f"<progress value='{done}' max='{total}' style='width:100%'></progress>")
 
 
+def group_systems(job: Job | None) -> list[str]:
+    """The systems of a finished group evaluation's report (two or more can become an annotation study)."""
+    if job is None or job.kind != "group-eval" or job.state != "finished" or not Path(job.result_path).is_file():
+        return []
+    return list(json.loads(Path(job.result_path).read_text(encoding="utf-8")).get("systems", {}))
+
+
+def study_from_job(job: Job, a: str, b: str, study_id: str, settings: Settings) -> str:
+    """A new blind A/B study of systems `a` and `b` from a finished group evaluation's dialogues."""
+    from annotation.importing import import_pairs
+    from annotation.schemas import StudyConfig
+    from annotation.store import StudyStore
+    from mascot.evaluation.group_report import export_pairs
+
+    if not study_id.strip():
+        raise ConfigError("Name the new study (its id appears in annotator links).")
+    pairs = export_pairs(json.loads(Path(job.result_path).read_text(encoding="utf-8")), a, b)
+    path = Path(job.folder) / f"pairs-{a}-vs-{b}.jsonl"
+    path.write_text("".join(json.dumps(x, ensure_ascii=False) + "\n" for x in pairs), encoding="utf-8")
+    store = StudyStore(settings.annotation_db_url)
+    store.create_study(config=StudyConfig(id=study_id.strip(), name=f"{a} vs {b} (job {job.id})"))
+    report = import_pairs(store, study_id=study_id.strip(), path=path)
+    return (f"Study `{study_id.strip()}` created with {report.added} pairs ({a} vs {b}); share its link from the "
+            "Studies tab.")
+
+
 def render_jobs_tab(settings: Settings) -> None:
     runner = jobs_runner(settings)
     gr.Markdown("### Jobs\nEvery long command of the pipeline as a job: training stages, the individual and group "
@@ -107,6 +134,12 @@ def render_jobs_tab(settings: Settings) -> None:
     plot = gr.Plot(label="Metric per trainer step", visible=False)
     log_box = gr.Textbox(label="Log (last lines)", lines=10, max_lines=10, autoscroll=True, interactive=False)
     result = gr.Dataframe(value=None, label="Results", interactive=False, wrap=True, visible=False)
+    with gr.Accordion("Blind human study from this group evaluation", open=False, visible=False) as to_study:
+        with gr.Row():
+            sys_a = gr.Dropdown([], label="System A")
+            sys_b = gr.Dropdown([], label="System B")
+            study_id = gr.Textbox(label="New study id", placeholder="mascot-vs-round-robin-1")
+            make_study = gr.Button("Create study")
     with gr.Accordion("Runs started from the command line", open=False):
         external = gr.Dataframe(headers=EXTERNAL_HEADERS, value=[], interactive=False, wrap=True)
     timer = gr.Timer(2.0)
@@ -142,12 +175,13 @@ def render_jobs_tab(settings: Settings) -> None:
         ext = [[r["path"], r["state"], f"{datetime.fromtimestamp(r['updated']):%Y-%m-%d %H:%M:%S}" if r["updated"] else "",
                 r["step"], f"{r['done']}/{r['total']}" if r["total"] else (r["done"] or "")]
                for r in external_runs(roots, runner.known_progress())]
-        return (rows, gr.Dropdown(choices=ids, value=current), ext, *follow(current, key))
+        # the study pickers keep the researcher's choice: they are filled when a job is picked, not on every tick
+        return (rows, gr.Dropdown(choices=ids, value=current), ext, *follow(current, key)[:-2], gr.skip(), gr.skip())
 
     def follow(job_id: str | None, key: str | None) -> tuple[Any, ...]:
         if not job_id:
             return ("<p>No job yet: launch one above.</p>", gr.Dropdown(visible=False), gr.Plot(visible=False), "",
-                    gr.Dataframe(visible=False))
+                    gr.Dataframe(visible=False), gr.Accordion(visible=False), gr.skip(), gr.skip())
         job = runner.get(job_id)
         events = read_progress(job.progress_path)
         training = job.kind in ("stage1", "stage2")
@@ -157,8 +191,20 @@ def render_jobs_tab(settings: Settings) -> None:
         fig = metric_figure(metric_points(events, (key or PLOT_METRICS[0],)), key or PLOT_METRICS[0]) if training else None
         table_value = result_table(job.result_path) if job.state == "finished" and job.result_path else None
         shown = table_value is not None and not table_value.empty
+        systems = group_systems(job)
+        pick_a = gr.Dropdown(choices=systems, value=systems[0]) if len(systems) > 1 else gr.skip()
+        pick_b = gr.Dropdown(choices=systems, value=systems[1]) if len(systems) > 1 else gr.skip()
         return (top, gr.Dropdown(visible=training), gr.Plot(value=fig, visible=training), tail(job.log_path, 30),
-                gr.Dataframe(value=table_value if shown else None, visible=shown))
+                gr.Dataframe(value=table_value if shown else None, visible=shown),
+                gr.Accordion(visible=len(systems) > 1), pick_a, pick_b)
+
+    def create(job_id: str | None, a: str | None, b: str | None, name: str) -> str:
+        try:
+            if not job_id or not a or not b:
+                raise ConfigError("Pick a finished group evaluation and two of its systems.")
+            return study_from_job(runner.get(job_id), a, b, name, settings)
+        except MascotError as exc:
+            return f"❌ {exc}"
 
     def do_cancel(job_id: str | None) -> str:
         if not job_id:
@@ -168,11 +214,12 @@ def render_jobs_tab(settings: Settings) -> None:
         except MascotError as exc:
             return f"❌ {exc}"
 
-    details = [head, metric, plot, log_box, result]
+    details = [head, metric, plot, log_box, result, to_study, sys_a, sys_b]
     kind.change(pick_kind, kind, [args, command_md])
     args.change(preview, [kind, args], command_md)
     launch.click(submit, [kind, args], [message, table, pick])
     cancel.click(do_cancel, pick, message)
+    make_study.click(create, [pick, sys_a, sys_b, study_id], message)
     pick.change(follow, [pick, metric], details)
     metric.change(follow, [pick, metric], details)
     timer.tick(tick, [pick, metric], [table, pick, external, *details])

@@ -150,3 +150,26 @@ def test_long_commands_write_progress_events(tmp_path):
     assert main(["--progress", str(progress), "eval", "--scenarios", str(tmp_path / "none"), "--backend", "fake"]) == 2
     last = json.loads(progress.read_text().splitlines()[-1])
     assert last["status"] == "failed" and "exit 2" not in last["message"] and last["message"]
+
+
+def test_a_finished_group_evaluation_becomes_a_blind_annotation_study(tmp_path):
+    from annotation.store import StudyStore
+    from app.jobs_tab import group_systems, study_from_job
+    from app.settings import Settings
+
+    settings = Settings(data_dir=str(tmp_path), runs_dir=str(tmp_path / "runs"))
+    dialogue = {"situation": "lost my job", "turns": [{"speaker": "user", "text": "I lost my job."},
+                                                      {"speaker": "Anchor", "text": "That sounds hard."}]}
+    report = tmp_path / "report.json"
+    report.write_text(json.dumps({"scenarios": ["s1", "s2"], "systems": {
+        name: {"mean": 60.0, "dialogues": [dialogue, dialogue]} for name in ("mascot", "round-robin")}}))
+    job = Job(id="j1", kind="group-eval", title="", argv=[], folder=str(tmp_path), progress_path="",
+              result_path=str(report), state="finished", heavy=True, pid=None, returncode=0, message="",
+              created=None, started=None, ended=None)
+    assert group_systems(job) == ["mascot", "round-robin"]
+    assert "2 pairs" in study_from_job(job, "mascot", "round-robin", "mvr-1", settings)
+    store = StudyStore(settings.annotation_db_url)
+    assert [s.id for s in store.list_studies()] == ["mvr-1"]
+    with pytest.raises(ConfigError, match="name two different systems"):
+        study_from_job(job, "mascot", "mascot", "mvr-2", settings)
+    assert group_systems(Job(**{**job.__dict__, "state": "running"})) == []
