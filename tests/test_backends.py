@@ -166,3 +166,23 @@ def test_default_generate_prefilled_calls_once_per_prefill_and_keeps_order():
     assert [c.params.prefill for c in fake.calls] == ["A", "A", "B", "C"]  # grouped: one generate per prefill
     assert {c.adapter for c in fake.calls} == {"x"}
     assert fake.generate_prefilled([], GenerationParams()) == []
+
+
+def test_the_vllm_serve_command_names_each_adapter_as_the_openai_backend_asks_for_it(tmp_path):
+    from mascot.backends.openai_backend import OpenAIBackend
+    from mascot.backends.vllm_serve import main, serve_command
+    from mascot.errors import ConfigError
+    from mascot.group.personas import load_pack
+    from mascot.group.speaker import adapter_name
+
+    argv = serve_command(Path("checkpoints/tiny-cpu"))
+    assert argv[:3] == ["vllm", "serve", "HuggingFaceTB/SmolLM2-135M-Instruct"] and "--enable-lora" in argv
+    modules = dict(m.split("=", 1) for m in argv[argv.index("--lora-modules") + 1:])
+    pack = load_pack("emotional-support")
+    assert set(modules) == {adapter_name(p) for p in pack.active} | {"director"}
+    backend = OpenAIBackend(model="base", base_url="http://127.0.0.1:9/v1")
+    sent = backend._payload([{"role": "user", "content": "hi"}], GenerationParams(), adapter_name(pack.active[0]), False)
+    assert sent["model"] in modules  # the name the app sends is one the server serves
+    with pytest.raises(ConfigError, match="holds no adapter"):
+        serve_command(tmp_path)
+    assert main(["--run", str(tmp_path)]) == 2

@@ -32,7 +32,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--base-url", default="http://127.0.0.1:8000/v1", help="OpenAI-compatible server (openai backend)")
     p.add_argument("--checkpoints-dir", default="checkpoints")
     p.add_argument("--run", default=None, help="checkpoint run to load adapters from (default: tiny-cpu / newest)")
-    p.add_argument("--no-adapters", action="store_true", help="use the prompted base model for every persona")
+    p.add_argument("--no-adapters", action="store_true", help="ask the backend for no adapter: every persona on the "
+                   "prompted base model, and the trained director mode replaced by the prompted one")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--replies", choices=("fast", "careful"), default=None,
                    help="fast: the first draw; careful: the best of N draws by the acceptability scorer "
@@ -57,14 +58,19 @@ def build_group(args: argparse.Namespace) -> GroupChat:
     best_of = settings.careful_best_of if args.best_of is None else check_best_of(args.best_of)
     engine = Engine.load(config, safety=live_detector(settings), llm_safety_judge=settings.safety_llm_judge,
                          careful_best_of=best_of)
-    # --no-adapters: no persona LoRA is asked of the backend (an OpenAI-compatible server may have none to load)
-    attached = (engine.attach_director() if args.mode == "trained" else []) if args.no_adapters else engine.attach_adapters(pack)
+    mode = args.mode
+    if args.no_adapters and mode == "trained":  # the trained director is an adapter too
+        print("warning: --no-adapters: the director runs prompted (the trained director needs its adapter)",
+              file=sys.stderr)
+        mode = "prompted"
+    # --no-adapters: nothing is asked of the backend (an OpenAI-compatible server may have no adapter to load)
+    attached = [] if args.no_adapters else engine.attach_adapters(pack)
     for w in attached:
         print(f"warning: {w}", file=sys.stderr)
     replies = args.replies or settings.replies
     if replies == "careful" and engine.selector()[0] is None:
         print(f"warning: {engine.selector()[1]}", file=sys.stderr)
-    return engine.group(pack.active, args.mode, replies=replies, max_speakers=args.max_speakers, speaker_style=args.style,
+    return engine.group(pack.active, mode, replies=replies, max_speakers=args.max_speakers, speaker_style=args.style,
                         use_adapters=not args.no_adapters, concern_opener=pack.concern_opener,
                         stems=settings.stems if args.stems is None else args.stems)
 
