@@ -173,3 +173,42 @@ def test_a_finished_group_evaluation_becomes_a_blind_annotation_study(tmp_path):
     with pytest.raises(ConfigError, match="name two different systems"):
         study_from_job(job, "mascot", "mascot", "mvr-2", settings)
     assert group_systems(Job(**{**job.__dict__, "state": "running"})) == []
+
+
+def test_runs_started_from_the_command_line_are_listed_with_their_state(tmp_path):
+    from mascot.jobs.runner import external_runs
+    from mascot.train.progress import ProgressLog
+
+    done = ProgressLog(tmp_path / "runs" / "eval-a" / "progress.jsonl")
+    done.event("run", "started")
+    done.event("zero-shot: judging", "done", 4, 4)
+    done.event("run", "done")
+    failed = ProgressLog(tmp_path / "runs" / "x" / "y" / "progress.jsonl")
+    failed.event("run", "started")
+    failed.event("run", "failed", message="No scenarios")
+    live = ProgressLog(tmp_path / "checkpoints" / "r1" / "progress.jsonl")
+    live.event("grpo:anchor", "progress", 3, 30)
+    owned = ProgressLog(tmp_path / "runs" / "jobs" / "j1" / "progress.jsonl")
+    owned.event("run", "started")
+    rows = external_runs([tmp_path / "runs", tmp_path / "checkpoints"], {str(owned.path.resolve())})
+    states = {Path(r["path"]).parent.name: r["state"] for r in rows}
+    assert states == {"eval-a": "finished", "y": "failed", "r1": "running"}
+    assert next(r for r in rows if r["state"] == "running")["done"] == 3
+
+
+def test_reports_become_tables(tmp_path):
+    from mascot.jobs.results import result_table
+
+    csv = tmp_path / "results.csv"
+    csv.write_text("system,group,persona,metric,mean,std,n\nzero-shot,positive,Anchor,emotion,7.5,0,1\n"
+                   "zero-shot,negative,Anchor,emotion,8.5,0,1\nzero-shot,positive,Overall,emotion,6.0,0,1\n")
+    table = result_table(csv)
+    assert list(table.columns) == ["system", "metric", "Anchor", "Overall"] and table.loc[0, "Anchor"] == 8.0
+    sweep = tmp_path / "sweep.json"
+    sweep.write_text(json.dumps({"profiles": {"big5-a": {"mascot": {"mean": 70.0}, "zero-shot": {"mean": 72.0}}}}))
+    assert result_table(sweep).to_dict("records") == [{"profile": "big5-a", "mascot": 70.0, "zero-shot": 72.0}]
+    group = tmp_path / "group.json"
+    group.write_text(json.dumps({"systems": {"mascot": {"label": "MASCOT", "mean": 63.8, "dialogues": [{}]}}}))
+    assert result_table(group).to_dict("records") == [{"system": "mascot", "mean": 63.8}]
+    assert result_table(tmp_path / "missing.json").empty and result_table("").empty
+    assert not result_table("mascot/data/safety/report.json").empty  # the shipped safety report
