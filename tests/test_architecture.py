@@ -22,7 +22,7 @@ ENV_READERS = {
     "mascot/settings.py": "the one settings object",
     "mascot/backends/__init__.py": "CUDA_VISIBLE_DEVICES, the standard way to hide GPUs",
     "mascot/jobs/runner.py": "builds the environment of the job subprocesses it starts",
-    "mascot/train/stage1/config.py": "WORLD_SIZE, set by torch/accelerate launchers",
+    "mascot/train/processes.py": "RANK and WORLD_SIZE, set by torch/accelerate launchers",
     "mascot/backends/llamacpp/runtime.py": "OpenMP's variables, set while llama.cpp's runtime loads, then restored",
     "mascot/train/cli.py": "an entry point (`mascot train`)",
 }

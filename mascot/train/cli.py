@@ -18,6 +18,7 @@ from typing import Any
 from mascot.errors import ConfigError
 from mascot.train.allocator import ENV as KEEP_FREED_MEMORY_ENV
 from mascot.train.allocator import parse_switch
+from mascot.train.processes import is_main_process
 from mascot.train.recipes import list_recipes, load_recipe, recipe_backend
 from mascot.train.stage1.config import STEPS
 from mascot.train.stage2.config import STAGE2_STEPS
@@ -135,6 +136,8 @@ def main(args: argparse.Namespace) -> int:
     from mascot.train.stage1.pipeline import main as run_stage1
 
     card = run_stage1(cfg, only=only, redo=split_list(args.redo), show_bars=show_bars, keep_freed_memory=keep)
+    if not is_main_process():
+        return 0
     print(f"[stage1] run card: {cfg.out / 'run_card.json'}")
     rm = card.get("reward_model") or {}
     if rm.get("eval_accuracy") is not None:
@@ -148,6 +151,8 @@ def _run_stage2(cfg: Any, only: list[str] | None, redo: list[str] | None, show_b
     from mascot.train.stage2.pipeline import main as run_stage2
 
     card = run_stage2(cfg, only=only, redo=redo, show_bars=show_bars, keep_freed_memory=keep)
+    if not is_main_process():
+        return 0
     print(f"[stage2] run card: {cfg.stage_dir / 'run_card.json'}; adapter: {cfg.out / 'director'}")
     s = (card.get("grpo") or {}).get("summary") or {}
     for key in ("reward", "rewards/group_reward/mean", "rewards/format_reward/mean"):

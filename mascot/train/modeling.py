@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from mascot.files.model_files import EMBEDDED_NAME, resolve_model
+from mascot.train.processes import is_main_process
 from mascot.train.progress import atomic_path
 
 # Files a shipped adapter folder may hold; anything else (optimizer states, checkpoint-*) stays out.
@@ -82,7 +83,10 @@ def lora_state(model: Any) -> dict[str, Any]:
 
 def save_adapter(model: Any, target: str | Path, base_name: str, adapter_name: str = "default") -> dict[str, Any]:
     """Save one PEFT adapter as a standard folder (adapter_config.json + adapter_model.safetensors)
-    atomically, recording a portable base-model name; returns the files and their sizes."""
+    atomically, recording a portable base-model name; returns the files and their sizes (nothing is written by
+    a process other than the main one of a multi-process run)."""
+    if not is_main_process():
+        return {}
     target = Path(target)
     cfg = model.peft_config[adapter_name]
     old = cfg.base_model_name_or_path

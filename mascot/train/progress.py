@@ -18,6 +18,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from mascot.train.processes import is_main_process
+
 STATUSES = ("started", "progress", "metrics", "done", "skipped", "failed")
 
 
@@ -54,6 +56,8 @@ class ProgressLog:
             row["metrics"] = _jsonable(metrics)
         if message:
             row["message"] = message
+        if not is_main_process():  # one writer per multi-process run
+            return row
         with self.path.open("a", encoding="utf-8") as f:
             f.write(json.dumps(row, ensure_ascii=False) + "\n")
         return row
@@ -93,6 +97,8 @@ class Manifest:
         under `--redo grpo`, when every worker started with the previous run's entries)."""
         import fcntl
 
+        if not is_main_process():
+            return
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.path.with_name(self.path.name + ".lock"), "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
@@ -104,16 +110,22 @@ class Manifest:
 
     def forget(self, step: str) -> None:
         self.data["steps"].pop(step, None)
+        if not is_main_process():
+            return
         write_json(self.path, self.data)
 
 
 # ------------------------------------------------------------------- atomic writes
 def write_json(path: str | Path, data: Any) -> None:
+    if not is_main_process():  # in a multi-process training run the main process writes the files
+        return
     with atomic_path(path) as tmp:
         tmp.write_text(json.dumps(_jsonable(data), indent=2, ensure_ascii=False), encoding="utf-8")
 
 
 def write_jsonl(path: str | Path, rows: list[dict[str, Any]]) -> None:
+    if not is_main_process():
+        return
     with atomic_path(path) as tmp:
         with tmp.open("w", encoding="utf-8") as f:
             for r in rows:

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from mascot.files.checkpoints import reward_model_dir, speakers_dir
+from mascot.train.processes import is_main_process
 from mascot.train.progress import write_json
 
 
@@ -133,6 +134,8 @@ def render_markdown(card: dict[str, Any]) -> str:
 
 def write_run_card(run: Any, seconds: float) -> dict[str, Any]:
     card = build_card(run, seconds)
+    if not is_main_process():
+        return card
     write_json(run.out / "run_card.json", card)
     (run.out / "README.md").write_text(render_markdown(card), encoding="utf-8")
     return card

@@ -14,7 +14,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -333,7 +332,3 @@ class Stage1Config:
         """A short hash of the whole config (shown in the run card)."""
         return hashlib.sha256(json.dumps(self.to_dict(), sort_keys=True, default=str).encode()).hexdigest()[:12]
 
-
-def world_size() -> int:
-    """Processes in this training run: torch/accelerate launchers tell each process through WORLD_SIZE."""
-    return int(os.environ.get("WORLD_SIZE", "1"))

@@ -18,8 +18,9 @@ from typing import Any
 
 from mascot.errors import ConfigError
 from mascot.group.personas import Persona, PersonaPack, load_pack
+from mascot.train.processes import world_size
 from mascot.train.progress import Manifest, ProgressLog, run_timed_step, skip_finished, write_json
-from mascot.train.stage1.config import STEPS, Stage1Config, world_size
+from mascot.train.stage1.config import STEPS, Stage1Config
 from mascot.train.stage1.grpo import step_grpo
 from mascot.train.stage1.steps import step_generate, step_judge, step_pairs, step_reward_model
 
@@ -125,7 +126,7 @@ def main(cfg: Stage1Config, only: list[str] | None = None, redo: list[str] | Non
         where = f" of the last {cfg.lora_layers} layers" if cfg.lora_layers else ""
         print(f"[stage1] speaker LoRA r={cfg.lora_r} on {','.join(cfg.lora_target_modules)}{where}: {share['trainable']:,} of "
               f"{share['total']:,} parameters trainable ({share['share_pct']:.4f} %)")
-    run.progress.event("run", "started", metrics={"recipe": cfg.recipe, "steps": ",".join(steps),
+    run.progress.event("run", "started", metrics={"recipe": cfg.recipe, "steps": ",".join(steps), "processes": world_size(),
                                                   "speaker_lora_share_pct": (share or {}).get("share_pct")})
     t_start = time.time()
     ran: list[str] = []

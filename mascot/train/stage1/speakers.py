@@ -24,6 +24,7 @@ from mascot.train.modeling import (
     parameter_counts,
     save_adapter,
 )
+from mascot.train.processes import is_main_process
 from mascot.train.progress import ProgressLog, make_trainer_callback
 from mascot.train.stage1.config import Stage1Config
 from mascot.train.stage1.grpo_rollout import make_rollout
@@ -73,7 +74,7 @@ def curve_checks(summary: dict[str, Any]) -> dict[str, Any]:
 
 def plot_curves(curve: list[dict[str, Any]], target: Path, title: str) -> Path | None:
     """Reward components, clipped ratio and length per GRPO step as a PNG (matplotlib, no display)."""
-    if not curve:
+    if not curve or not is_main_process():
         return None
     import matplotlib
 

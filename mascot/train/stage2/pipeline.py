@@ -26,6 +26,7 @@ from typing import Any
 from mascot.errors import ConfigError
 from mascot.files.checkpoints import director_adapter_dir
 from mascot.group.personas import PersonaPack, load_pack
+from mascot.train.processes import is_main_process, world_size
 from mascot.train.progress import (
     Manifest,
     ProgressLog,
@@ -339,7 +340,8 @@ def write_stage2_card(run: Stage2Run, seconds: float) -> dict[str, Any]:
              f"format {fl('rewards/format_reward/mean')}, valid directives {fl('group/valid_directive_share')}",
              f"- Time: {card['seconds']['total_all_steps']} s over all steps", "",
              "Adapter: `../director/` (standard PEFT). Full metrics and the reward curve: `run_card.json`.", ""]
-    (cfg.stage_dir / "README.md").write_text("\n".join(lines), encoding="utf-8")
+    if is_main_process():
+        (cfg.stage_dir / "README.md").write_text("\n".join(lines), encoding="utf-8")
     return card
 
 
@@ -371,10 +373,14 @@ def main(cfg: Stage2Config, only: list[str] | None = None, redo: list[str] | Non
     run = Stage2Run(cfg, pack, ProgressLog(cfg.stage_dir / "progress.jsonl"), Manifest(cfg.stage_dir / "manifest.json"), show_bars)
     write_json(cfg.stage_dir / "recipe.json", {"recipe": cfg.recipe, "config": cfg.to_dict()})
     steps = [s for s in STAGE2_STEPS if not only or s in only]
+    if world_size() > 1 and "states" in steps:
+        raise ConfigError("states (simulated conversations) run in a single process: run `--only states` without "
+                          "`accelerate launch`, then launch `--only grpo` on several processes.")
     redo_set = set(redo or [])
     if "states" in redo_set:
         redo_set.add("grpo")
-    run.progress.event("run", "started", metrics={"recipe": cfg.recipe, "steps": ",".join(steps), "stage": 2})
+    run.progress.event("run", "started", metrics={"recipe": cfg.recipe, "steps": ",".join(steps), "stage": 2,
+                                                  "processes": world_size()})
     t_start = time.time()
     for step in steps:
         if skip_finished(run.progress, run.manifest, step, step in redo_set, "stage2"):
