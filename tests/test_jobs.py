@@ -212,3 +212,26 @@ def test_reports_become_tables(tmp_path):
     assert result_table(group).to_dict("records") == [{"system": "mascot", "mean": 63.8}]
     assert result_table(tmp_path / "missing.json").empty and result_table("").empty
     assert not result_table("mascot/data/safety/report.json").empty  # the shipped safety report
+
+
+def test_two_researchers_pressing_launch_at_once_get_one_job(tmp_path):
+    """Two app processes (two runners on one table) submit the same command at the same moment: one job."""
+    import threading
+
+    runners = [_runner(tmp_path), _runner(tmp_path)]
+    barrier, outcomes = threading.Barrier(2), []
+
+    def press(runner: JobRunner) -> None:
+        barrier.wait()
+        try:
+            outcomes.append(runner.submit("stage1", QUICK + ["--output", str(tmp_path / "run")]).id)
+        except ConfigError as exc:
+            outcomes.append(str(exc))
+
+    threads = [threading.Thread(target=press, args=(r,)) for r in runners]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert len(runners[0].jobs()) == 1 and sum("already queued or running" in o for o in outcomes) == 1
+    _wait(runners[0], runners[0].jobs()[0].id)

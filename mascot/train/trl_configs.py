@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -30,12 +31,18 @@ TRAINER_SECTIONS = {"reward_model": "RewardConfig", "grpo": "GRPOConfig", "sft":
 MANAGED = {"reward_model": ("output_dir",), "grpo": ("output_dir", "reward_weights"), "sft": ("output_dir",)}
 
 
+# TRL's lazy top-level module is not safe to import from two threads at once (the app checks recipes in
+# request threads): the first attribute access of one thread can find another's half-initialised module
+_TRL_IMPORT = threading.Lock()
+
+
 # ------------------------------------------------------------------- recipe sections
 def trainer_fields(section: str) -> dict[str, Any]:
     """The init fields of the TRL config class that recipe section `section` fills (imports TRL)."""
-    import trl
+    with _TRL_IMPORT:
+        import trl
 
-    cls = getattr(trl, TRAINER_SECTIONS[section])
+        cls = getattr(trl, TRAINER_SECTIONS[section])
     return {f.name: f for f in dataclasses.fields(cls) if f.init}
 
 
