@@ -28,7 +28,7 @@ from mascot.errors import MascotError
 SCRYPT_N, SCRYPT_R, SCRYPT_P = 2**14, 8, 1
 MIN_PASSWORD_CHARS = 8
 ENABLE_HELP = (
-    "The researcher app (Studies, Train, Safety) is switched off because no login is configured. "
+    "The researcher app (Studies, Train, Jobs, Safety) is switched off because no login is configured. "
     "Set `MASCOT_ADMIN_PASSWORD` (user name `admin`, or `MASCOT_ADMIN_USER`), or point "
     "`MASCOT_ADMIN_USERS_FILE` at a file made with `python -m app.admin_auth add-user NAME --file FILE`, "
     "then restart the app and open /admin."

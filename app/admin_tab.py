@@ -21,6 +21,7 @@ from app.security import admin_files
 from app.settings import Settings
 from mascot.errors import MascotError
 from mascot.files.safe_paths import resolve_inside
+from mascot.group.engine import Engine
 from mascot.jobs.runner import JobRunner
 from mascot.jobs.store import Job
 from mascot.train.launch import (
@@ -137,7 +138,38 @@ def metric_figure(points: list[dict[str, Any]], metric: str) -> Any:
     return fig
 
 
-def render_admin_tab(settings: Settings) -> None:
+def live_line(engine: Engine | None) -> str:
+    """Which run's adapters new chat conversations get."""
+    if engine is None:
+        return "The chat is not served by this process: nothing can be put live from here."
+    live = engine.live.current
+    return f"**Live in the chat:** {live.label}" + (f" · `{live.run_dir}`" if live.run_dir else "")
+
+
+def put_live(engine: Engine | None, path: str | None, settings: Settings) -> str:
+    """Put the picked finished run live in the chat (new conversations get it; conversations in progress keep
+    theirs)."""
+    if engine is None or not path:
+        return "Pick a finished run first." if engine is not None else live_line(engine)
+    try:
+        folder = resolve_inside(path, run_roots(settings), what="run folder")
+        live = engine.put_live(folder)
+    except MascotError as exc:
+        return f"❌ {exc}\n\n{live_line(engine)}"
+    return f"Put live: new conversations get {live.label}.\n\n{live_line(engine)}"
+
+
+def roll_back(engine: Engine | None) -> str:
+    if engine is None:
+        return live_line(engine)
+    try:
+        engine.roll_back()
+    except MascotError as exc:
+        return f"❌ {exc}\n\n{live_line(engine)}"
+    return f"Rolled back.\n\n{live_line(engine)}"
+
+
+def render_admin_tab(settings: Settings, engine: Engine | None = None) -> None:
     runner = jobs_runner(settings)
     recipes = list_recipes()
 
@@ -171,6 +203,10 @@ def render_admin_tab(settings: Settings) -> None:
         with gr.Row():
             run_pick = gr.Dropdown([], label="Run card", allow_custom_value=False)
             refresh_btn = gr.Button("Refresh")
+        with gr.Row():
+            live_btn = gr.Button("Put this run live in the chat", visible=engine is not None)
+            back_btn = gr.Button("Roll back", visible=engine is not None)
+        live_md = gr.Markdown(live_line(engine))
         card_md = gr.Markdown()
         curves_gallery = gr.Gallery(label="GRPO curves (run folder curves/*.png)", columns=1, height="auto")
 
@@ -242,3 +278,5 @@ def render_admin_tab(settings: Settings) -> None:
     metric.change(refresh, *follow)
     refresh_btn.click(list_runs, None, [runs_table, run_pick])
     run_pick.change(show_card, run_pick, [card_md, curves_gallery])
+    live_btn.click(lambda path: put_live(engine, path, settings), run_pick, live_md)
+    back_btn.click(lambda: roll_back(engine), None, live_md)

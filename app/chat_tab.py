@@ -53,6 +53,8 @@ class ChatSession:
     turns_sent: int = 0
     session_id: str = field(default_factory=lambda: f"s{random.getrandbits(40):010x}")
     replies: str = "fast"  # fast | careful (best of N by the acceptability scorer)
+    # the adapters' live version this conversation keeps (Engine.put_live); None until its first message
+    live_version: int | None = None
 
 
 def stop_key(session: ChatSession, request: gr.Request | None = None) -> str:
@@ -80,7 +82,10 @@ class ChatHandlers:
         return ChatSession(pack=pack, replies=self.settings.replies)
 
     def _group(self, session: ChatSession, mode: str, max_speakers: int, use_adapters: bool):
-        return self.engine.group(session.pack.active, mode, replies=session.replies, max_speakers=int(max_speakers),
+        if session.live_version is None:  # the conversation's first message: it keeps the run live now
+            session.live_version = self.engine.live.current.version
+        return self.engine.group(session.pack.active, mode, replies=session.replies, version=session.live_version,
+                                 max_speakers=int(max_speakers),
                                  use_adapters=use_adapters, max_message_chars=self.settings.max_message_chars,
                                  concern_opener=session.pack.concern_opener, stems=self.settings.stems)
 
@@ -169,6 +174,7 @@ class ChatHandlers:
 
     def clear(self, session: ChatSession) -> tuple[list[dict[str, Any]], ChatSession]:
         session.dialogue = Dialogue()
+        session.live_version = None  # the next conversation takes the run live when it starts
         return [], session
 
     def export(self, session: ChatSession, fmt: str, mode: str) -> str:
@@ -265,9 +271,12 @@ class ChatHandlers:
     def status(self, session: ChatSession) -> str:
         info = self.engine.backend.info()
         lines = [f"**Model:** {html.escape(info.model)} · {info.kind} · {info.device} {info.dtype}"]
-        trained = [p.name for p in session.pack.personas if f"speaker-{p.key}" in self.engine.backend.adapters]
+        live = self.engine.live.get(session.live_version)
+        loaded = self.engine.backend.adapters
+        trained = [p.name for p in session.pack.personas if live.names.get(p.key, f"speaker-{p.key}") in loaded]
         lines.append("**Trained speakers:** " + (", ".join(trained) if trained else "none (prompted base model)"))
-        lines.append("**Director adapter:** " + ("loaded" if "director" in self.engine.backend.adapters else "none"))
+        lines.append("**Director adapter:** " + ("loaded" if live.names.get("director", "director") in loaded else "none"))
+        lines.append(f"**Live run:** {html.escape(live.label)}")
         selector, note = self.engine.selector() if session.replies == "careful" else (None, "")
         lines.append(f"⚠️ {html.escape(note)} Showing the first draw." if note else
                      f"**Replies:** {session.replies}" + (f", best of {self.engine.careful_best_of}" if selector else ""))
@@ -331,7 +340,7 @@ def render_chat_tab(engine: Engine, settings: Settings) -> ChatHandlers:
                 with gr.Row():
                     e_save = gr.Button("Save changes", size="sm")
                     e_add = gr.Button("Add as new persona", size="sm")
-            status = gr.Markdown(h.status(first), elem_id="status")
+            status = gr.Markdown(lambda: h.status(first), elem_id="status")  # read at each page load
 
     settings_inputs = [mode, max_speakers, manual_pick, use_adapters]
     submit_args = dict(fn=h.submit, inputs=[msg, state], outputs=[msg, chatbot, state, pending, notice], queue=False)

@@ -71,13 +71,17 @@ def build_server(settings: Settings, engine: Engine | None = None) -> FastAPI:
     if settings.annotate_only:  # a deployment for annotators: nothing else is reachable
         server.add_api_route("/", lambda: RedirectResponse("/annotate/"), include_in_schema=False)
         return server
+    if engine is None:  # one engine for the chat and the researcher app (which can put a run live in it)
+        from app.ui import load_engine
+
+        engine = load_engine(settings)
     check = admin_checker(settings)
     if check is None:
         _disabled_admin(server)
     else:
         from app.admin import build_admin_app
 
-        admin = build_admin_app(settings)
+        admin = build_admin_app(settings, engine)
         private.adopt(admin)
         _add_slash(server, "/admin")
         server = mount_app(server, admin, "/admin", settings, allowed=[private.root], auth=check,

@@ -1,7 +1,7 @@
 """Build the public app at `/`: the companion-group chat, nothing else.
 
 The engine (model + adapters) is loaded once here and shared by every session. Researcher tools
-(Studies, Train, Safety) live in the separate, login-protected app of `app/admin.py` at /admin, and the blind
+(Studies, Train, Jobs, Safety) live in the separate, login-protected app of `app/admin.py` at /admin, and the blind
 annotator page (`app/annotate_page.py`) at /annotate; `app/server.py` mounts all three. Only the
 documented `/chat` endpoint is listed by the public API; the page's own events are private.
 """
@@ -55,12 +55,18 @@ def start_warm_up(engine: Engine, settings: Settings) -> None:
     threading.Thread(target=run, name="mascot-warm-up", daemon=True).start()
 
 
+def load_engine(settings: Settings) -> Engine:
+    """The chat's engine for `settings`, warming up in the background."""
+    engine = Engine.load(engine_config(settings), safety=live_detector(settings),
+                         llm_safety_judge=settings.safety_llm_judge, careful_best_of=settings.careful_best_of)
+    start_warm_up(engine, settings)
+    return engine
+
+
 def build_app(settings: Settings, engine: Engine | None = None) -> gr.Blocks:
     """The public chat Blocks; `engine` may be injected (tests use the fake backend)."""
     if engine is None:
-        engine = Engine.load(engine_config(settings), safety=live_detector(settings),
-                             llm_safety_judge=settings.safety_llm_judge, careful_best_of=settings.careful_best_of)
-        start_warm_up(engine, settings)
+        engine = load_engine(settings)
     elif engine.safety is None:  # the chat records its crisis checks where the Safety tab reads them
         engine.safety = live_detector(settings)
     with gr.Blocks(title="MASCOT companion group") as demo:

@@ -174,3 +174,27 @@ def test_restore_unsent_puts_a_refused_message_back_and_leaves_a_sent_one(handle
     assert box == "I failed my exam." and "I failed my exam." not in str(chat)
     session.dialogue.add(Turn("user", "I failed my exam."))
     assert handlers.restore_unsent("I failed my exam.", session) == (gr.update(), gr.update())
+
+
+def test_a_conversation_keeps_the_run_that_was_live_when_it_started(tmp_path):
+    import shutil
+    from pathlib import Path
+
+    from app.chat_tab import ChatHandlers
+    from app.settings import Settings
+    from mascot.group.engine import Engine, EngineConfig
+    from tests.test_engine import _Adapters
+
+    engine = Engine(EngineConfig(backend="fake"), _Adapters(), run_dir=Path("checkpoints/tiny-cpu"))
+    h = ChatHandlers(engine, Settings(data_dir=str(tmp_path), backend="fake"))
+    going = h.new_session()
+    anchor = going.pack.get("Anchor")
+    assert h._group(going, "trained", 3, True).speaker.adapter_for(anchor) == "speaker-anchor"
+    shutil.copytree("checkpoints/tiny-cpu/speakers", tmp_path / "v1" / "speakers")
+    engine.put_live(tmp_path / "v1")
+    assert h._group(going, "trained", 3, True).speaker.adapter_for(anchor) == "speaker-anchor"  # unchanged mid-way
+    fresh = h.new_session()
+    assert h._group(fresh, "trained", 3, True).speaker.adapter_for(anchor) == "speaker-anchor@v1"
+    assert "**Live run:** v1 (v1)" in h.status(fresh) and "**Live run:** tiny-cpu (v0)" in h.status(going)
+    h.clear(going)  # a new conversation in the same browser takes the live run
+    assert h._group(going, "trained", 3, True).speaker.adapter_for(anchor) == "speaker-anchor@v1"

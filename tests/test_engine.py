@@ -180,3 +180,80 @@ def test_the_shipped_meeting_speakers_load_for_the_meeting_pack():
     for key in ("recorder", "decision-organizer", "action-item-proposer", "omission-checker"):
         assert Path(engine.backend.adapters[f"speaker-{key}"]) == Path("checkpoints/tiny-cpu-meeting/speakers") / key
     assert engine.fallbacks["meeting"] == []
+
+
+class _Adapters(FakeBackend):
+    """A fake backend that accepts adapters (records their folders) and can refuse one by name."""
+
+    refuse: str = ""
+
+    def add_adapter(self, name, path):
+        if self.refuse and self.refuse in name:
+            from mascot.errors import BackendError
+
+            raise BackendError(f"{name} does not fit.")
+        self.adapters[name] = path
+
+
+def test_a_run_put_live_reaches_new_conversations_while_one_in_progress_keeps_its_adapters(tmp_path):
+    import shutil
+
+    from mascot.errors import ConfigError
+    from mascot.group.dialogue import Dialogue
+
+    pack = load_pack("emotional-support")
+    engine = Engine(EngineConfig(backend="fake"), _Adapters(), run_dir=Path("checkpoints/tiny-cpu"))
+    engine.attach_adapters(pack)
+    before = engine.group(pack.active, "trained")  # a conversation already going
+    new_run = tmp_path / "tiny-cpu-v2"
+    shutil.copytree("checkpoints/tiny-cpu/speakers", new_run / "speakers")
+    shutil.copytree("checkpoints/tiny-cpu/director", new_run / "director")
+    live = engine.put_live(new_run)
+    assert live.version == 1 and live.label == "tiny-cpu-v2 (v1)"
+    assert live.names == {"anchor": "speaker-anchor@v1", "catalyst": "speaker-catalyst@v1",
+                          "beacon": "speaker-beacon@v1", "director": "director@v1"}
+    after = engine.group(pack.active, "trained")
+    anchor = pack.get("Anchor")
+    assert before.speaker.adapter_for(anchor) == "speaker-anchor" and after.speaker.adapter_for(anchor) == "speaker-anchor@v1"
+    assert before.director.adapter == "director" and after.director.adapter == "director@v1"
+    after.run(Dialogue(), "I got the job!")
+    assert "speaker-anchor@v1" in {c.adapter for c in engine.backend.calls}  # the new run speaks
+    pinned = engine.group(pack.active, "trained", version=0)  # a session started before keeps version 0
+    assert pinned.speaker.adapter_for(anchor) == "speaker-anchor"
+    speakers_only = tmp_path / "speakers-only"
+    shutil.copytree("checkpoints/tiny-cpu/speakers", speakers_only / "speakers")
+    v2 = engine.put_live(speakers_only)
+    assert v2.names["anchor"] == "speaker-anchor@v2" and v2.names["director"] == "director@v1"  # kept from v1
+    assert engine.roll_back().version == 1
+    assert engine.roll_back().version == 0 and engine.group(pack.active, "trained").director.adapter == "director"
+    with pytest.raises(ConfigError, match="Nothing to roll back"):
+        engine.roll_back()
+    with pytest.raises(ConfigError, match="No live version 7"):
+        engine.group(pack.active, "trained", version=7)
+
+
+def test_a_run_that_cannot_go_live_changes_nothing(tmp_path):
+    import json
+    import shutil
+
+    from mascot.errors import ConfigError
+
+    pack = load_pack("emotional-support")
+    backend = _Adapters()
+    engine = Engine(EngineConfig(backend="fake"), backend, run_dir=Path("checkpoints/tiny-cpu"))
+    engine.attach_adapters(pack)
+    loaded = dict(backend.adapters)
+    with pytest.raises(ConfigError, match="holds no speaker or director adapter"):
+        engine.put_live(tmp_path)
+    other = tmp_path / "other-base"
+    shutil.copytree("checkpoints/tiny-cpu/speakers", other / "speakers")
+    cfg = other / "speakers" / "beacon" / "adapter_config.json"
+    cfg.write_text(json.dumps({**json.loads(cfg.read_text()), "base_model_name_or_path": "Qwen/Qwen3-8B"}))
+    with pytest.raises(ConfigError, match="Qwen/Qwen3-8B.*do not fit this model"):
+        engine.put_live(other)
+    good = tmp_path / "good"
+    shutil.copytree("checkpoints/tiny-cpu/speakers", good / "speakers")
+    backend.refuse = "beacon"  # one adapter fails to load: the ones loaded before it are removed again
+    with pytest.raises(ConfigError, match="cannot go live: speaker-beacon@v1 does not fit"):
+        engine.put_live(good)
+    assert backend.adapters == loaded and engine.live.current.version == 0

@@ -102,3 +102,26 @@ def test_launcher_knows_both_stages_and_where_each_logs(tmp_path: Path) -> None:
     assert follow_dir(None, "tiny-cpu", "", settings, "stage2") == run / "stage2"
     with pytest.raises(MascotError, match="output folder"):
         confined_output("tiny-cpu", "/etc/evil", {}, settings, "stage2")
+
+
+def test_put_live_and_roll_back_from_the_train_tab(tmp_path: Path) -> None:
+    import shutil
+
+    from app.admin_tab import live_line, put_live, roll_back
+    from app.settings import Settings
+    from mascot.group.engine import Engine, EngineConfig
+    from mascot.group.personas import load_pack
+    from tests.test_engine import _Adapters
+
+    settings = Settings(checkpoints_dir=str(tmp_path / "ck"), data_dir=str(tmp_path), runs_dir=str(tmp_path / "runs"))
+    engine = Engine(EngineConfig(backend="fake"), _Adapters(), run_dir=Path("checkpoints/tiny-cpu"))
+    engine.attach_adapters(load_pack("emotional-support"))
+    run = tmp_path / "ck" / "demos"
+    shutil.copytree("checkpoints/tiny-cpu/speakers", run / "speakers")
+    assert live_line(engine) == "**Live in the chat:** tiny-cpu (v0) · `checkpoints/tiny-cpu`"
+    assert "new conversations get demos (v1)" in put_live(engine, str(run), settings)
+    assert put_live(engine, "/etc", settings).startswith("❌ The run folder '/etc' is refused")
+    assert engine.live.current.version == 1  # a refused run changed nothing
+    assert "Rolled back" in roll_back(engine) and "tiny-cpu (v0)" in live_line(engine)
+    assert "Nothing to roll back" in roll_back(engine)
+    assert "not served by this process" in put_live(None, str(run), settings)

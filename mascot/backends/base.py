@@ -115,6 +115,10 @@ class Backend(ABC):
 
         raise BackendError(f"The {self.kind} backend does not support LoRA adapters (asked for {name!r} at {path}).")
 
+    def remove_adapter(self, name: str) -> None:
+        """Unregister adapter `name` (backends holding its weights free them too)."""
+        self.adapters.pop(name, None)
+
     def score(
         self, messages: Messages, continuations: Sequence[str], params: GenerationParams, adapter: str | None = None
     ) -> list[float]:

@@ -17,7 +17,14 @@ from dataclasses import dataclass
 from mascot.backends.base import Backend, GenerationParams
 from mascot.errors import InputError, PersonaError
 from mascot.group.dialogue import USER, Dialogue, Turn
-from mascot.group.director import Decision, Director, DirectorState, find_mentions, make_director
+from mascot.group.director import (
+    DIRECTOR_ADAPTER,
+    Decision,
+    Director,
+    DirectorState,
+    find_mentions,
+    make_director,
+)
 from mascot.group.personas import Persona, concern_persona
 from mascot.group.speaker import Selector, Speaker
 from mascot.safety.detector import CrisisDetector, CrisisResult, default_detector
@@ -118,14 +125,17 @@ class GroupChat:
         stems: bool = False,
         best_of: int = 1,
         selector: Selector | None = None,
+        adapter_names: dict[str, str] | None = None,
     ) -> None:
         if not roster:
             raise PersonaError("No persona is switched on: turn at least one persona on to chat.")
         self.backend = backend
         self.roster = roster
-        self.director = director or make_director(mode, backend, max_speakers, allow_repeat, min_speakers)
+        names = adapter_names or {}  # persona keys and "director" -> backend adapter names (a live run's version)
+        self.director = director or make_director(mode, backend, max_speakers, allow_repeat, min_speakers,
+                                                  adapter_name=names.get("director", DIRECTOR_ADAPTER))
         self.speaker = Speaker(backend, speaker_params, style=speaker_style, use_adapters=use_adapters, stems=stems,
-                               best_of=best_of, selector=selector)
+                               best_of=best_of, selector=selector, adapter_names=names)
         self.max_message_chars = max_message_chars
         self.safety = safety or default_detector()
         self.policy = policy

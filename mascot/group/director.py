@@ -432,6 +432,7 @@ def make_director(
     max_speakers: int = 3,
     allow_repeat: bool = False,
     min_speakers: int | None = None,
+    adapter_name: str = DIRECTOR_ADAPTER,
 ) -> Director:
     """Build a director by mode name; `trained` needs a registered `director` adapter (`Engine.group` attaches
     it), else it falls back to `prompted` with a warning. `min_speakers` (default: `LLM_MIN_SPEAKERS` = 3 for the
@@ -441,7 +442,7 @@ def make_director(
     if mode in ("trained", "prompted"):
         if backend is None:
             raise ValueError(f"Director mode {mode!r} needs a backend.")
-        adapter = DIRECTOR_ADAPTER if mode == "trained" and DIRECTOR_ADAPTER in backend.adapters else None
+        adapter = adapter_name if mode == "trained" and adapter_name in backend.adapters else None
         if mode == "trained" and adapter is None:
             log.warning("No trained director adapter is loaded; the director runs prompted on the base model.")
         return LLMDirector(backend, adapter, max_speakers, allow_repeat,

@@ -19,6 +19,7 @@ from mascot.files.checkpoints import (
 )
 from mascot.group.chat import GroupChat
 from mascot.group.director import DIRECTOR_ADAPTER
+from mascot.group.live import LiveRun, LiveRuns
 from mascot.group.personas import Persona, PersonaPack
 from mascot.group.speaker import adapter_name
 from mascot.safety.detector import CrisisDetector
@@ -72,9 +73,13 @@ class Engine:
     llm_safety_judge: bool = False  # Settings.safety_llm_judge
     careful_best_of: int = 3  # Settings.careful_best_of: draws per turn in "careful" replies
     _selector: tuple | None = None  # (Selector or None, note), loaded on first careful turn
-    _loaded_packs: set[str] = field(default_factory=set)
+    _loaded_packs: dict[str, PersonaPack] = field(default_factory=dict)
+    live: LiveRuns = field(init=False)  # the runs put live since start-up; new conversations get the current one
     _tried: set[str] = field(default_factory=set)  # the director adapter, once tried (attached or refused)
     _lock: threading.RLock = field(default_factory=threading.RLock)
+
+    def __post_init__(self) -> None:
+        self.live = LiveRuns(self.run_dir)
 
     @classmethod
     def load(cls, config: EngineConfig, safety: CrisisDetector | None = None, llm_safety_judge: bool = False,
@@ -92,7 +97,7 @@ class Engine:
         with self._lock:
             if pack.name in self._loaded_packs:
                 return []
-            self._loaded_packs.add(pack.name)
+            self._loaded_packs[pack.name] = pack
             new: list[str] = []
             fell_back = self.fallbacks.setdefault(pack.name, [])
             run_dir, missing = self.speakers_run_dir(pack)
@@ -194,11 +199,29 @@ class Engine:
                 self._selector = load_selector()
             return self._selector
 
-    def group(self, roster: list[Persona], mode: str, replies: str = "fast", **kwargs: object) -> GroupChat:
-        """A GroupChat for one session over the shared backend. The roster's adapters (and, for the `trained`
-        mode, the director's) are attached first, so no caller has to remember to. `replies="careful"` shows the
-        best of `careful_best_of` draws by the acceptability scorer (the first draw when it cannot load)."""
-        if mode == "trained":
+    def put_live(self, run_dir: Path) -> LiveRun:
+        """Load a run's speaker and director adapters for every pack in use, under the next version's names, and
+        give them to new conversations; conversations in progress keep theirs (`mascot.group.live`)."""
+        from mascot.group.personas import load_pack
+
+        with self._lock:
+            packs = list(self._loaded_packs.values()) or [load_pack("emotional-support")]
+            return self.live.put(self.backend, run_dir, packs)
+
+    def roll_back(self) -> LiveRun:
+        """New conversations get the version that was live before the current one."""
+        with self._lock:
+            return self.live.roll_back()
+
+    def group(self, roster: list[Persona], mode: str, replies: str = "fast", version: int | None = None,
+              **kwargs: object) -> GroupChat:
+        """A GroupChat for one session over the shared backend, on the adapters of live version `version` (the
+        current one for None). The roster's adapters (and, for the `trained` mode, the director's) are attached
+        first, so no caller has to remember to. `replies="careful"` shows the best of `careful_best_of` draws by
+        the acceptability scorer (the first draw when it cannot load)."""
+        live = self.live.get(version)
+        kwargs.setdefault("adapter_names", live.names)
+        if mode == "trained" and "director" not in live.names:
             self.attach_director()
         if replies not in REPLY_MODES:
             raise InputError(f"Unknown replies setting {replies!r}: use one of {', '.join(REPLY_MODES)}.")

@@ -76,8 +76,11 @@ class Speaker:
         stems: bool = False,
         best_of: int = 1,
         selector: Selector | None = None,
+        adapter_names: dict[str, str] | None = None,
     ) -> None:
         self.backend = backend
+        # persona key -> backend adapter name, for a conversation pinned to a live run's version (Engine.put_live)
+        self.adapter_names = dict(adapter_names or {})
         self.params = params or GenerationParams(
             max_new_tokens=64, temperature=0.6, top_p=0.9, repetition_penalty=1.1, stop=("\n\n", "\nUser:")
         )
@@ -92,7 +95,7 @@ class Speaker:
         return self.best_of > 1 and self.selector is not None
 
     def adapter_for(self, persona: Persona) -> str | None:
-        name = adapter_name(persona)
+        name = self.adapter_names.get(persona.key) or adapter_name(persona)
         return name if self.use_adapters and name in self.backend.adapters else None
 
     def messages(self, persona: Persona, roster: list[Persona], dialogue: Dialogue, directive: Directive | None):

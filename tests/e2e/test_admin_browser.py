@@ -139,3 +139,34 @@ def test_studies_made_elsewhere_appear_and_a_refused_import_is_a_message(browser
         page.get_by_text("❌ Select a study and upload a file first.").wait_for(timeout=30_000)
         assert page.locator(".error").count() == 0  # no output turned into an error frame
         page.get_by_text("made-by-cli").locator("visible=true").first.wait_for(timeout=10_000)
+
+
+def test_a_researcher_puts_a_run_live_and_the_chat_names_it(browser, port, tmp_path):
+    """Train tab → Finished runs → Put this run live: the chat's status line names the new run for a new
+    conversation; Roll back returns to the start-up run."""
+    import shutil
+
+    from mascot.group.engine import Engine, EngineConfig
+    from tests.test_engine import _Adapters
+
+    run = tmp_path / "checkpoints" / "demos-run"
+    shutil.copytree(Path(__file__).resolve().parents[2] / "checkpoints" / "tiny-cpu", run)
+    engine = Engine(EngineConfig(backend="fake"), _Adapters(), run_dir=Path("checkpoints/tiny-cpu"))
+    settings = Settings(data_dir=str(tmp_path), backend="fake", mode="round-robin", port=port, runs_dir=str(tmp_path / "runs"),
+                        checkpoints_dir=str(tmp_path / "checkpoints"), admin_password=PASSWORD)
+    with served(settings, engine) as url, new_page(browser) as page:
+        _login(page, url)
+        tab("Train", page).click()
+        page.get_by_text("Finished runs").click()
+        page.get_by_role("button", name="Refresh").locator("visible=true").first.click()
+        page.get_by_label("Run card").click()
+        page.get_by_role("option", name=str(run)).click()
+        page.get_by_role("button", name="Put this run live in the chat").click()
+        page.get_by_text("new conversations get demos-run (v1)").wait_for(timeout=30_000)
+        with new_page(browser) as chat:
+            open_chat(chat, url)
+            chat.wait_for_function("() => (document.querySelector('#status') || {}).textContent?.includes("
+                                   "'Live run: demos-run (v1)')", timeout=30_000)
+        page.get_by_role("button", name="Roll back").click()
+        page.get_by_text("Rolled back.").wait_for(timeout=30_000)
+        assert engine.live.current.version == 0
