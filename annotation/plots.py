@@ -6,6 +6,7 @@ all judgments, with the sign-test stars at the end. Uses the Agg backend (no dis
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -25,15 +26,22 @@ SEGMENTS = (
 )
 
 
+def _clip(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
 def preference_figure(comparisons: Sequence[Comparison], title: str = "Human preference") -> Figure:
     """Build the stacked bar chart; an empty study gives a figure that says so."""
-    height = 1.2 + 0.7 * max(1, len(comparisons))
+    # long system names wrap onto lines of their own instead of squeezing the bars
+    labels = [f"{_clip(c.system, 60)}\nvs {_clip(c.baseline, 60)}" for c in comparisons]
+    labels = ["\n".join(textwrap.fill(line, 24) for line in label.splitlines()) for label in labels]
+    lines = max((label.count("\n") + 1 for label in labels), default=1)
+    height = 1.2 + (0.35 + 0.18 * lines) * max(1, len(comparisons))
     fig, ax = plt.subplots(figsize=(8, height), dpi=120)
     if not comparisons:
         ax.text(0.5, 0.5, "No judgments yet", ha="center", va="center", transform=ax.transAxes)
         ax.set_axis_off()
         return fig
-    labels = [f"{c.system} vs {c.baseline}" for c in comparisons]
     focal = {c.system for c in comparisons}
     for key, color, label in SEGMENTS:
         left = [
@@ -41,7 +49,7 @@ def preference_figure(comparisons: Sequence[Comparison], title: str = "Human pre
             for c in comparisons
         ]
         widths = [c.shares[key] for c in comparisons]
-        name = label.format(system=next(iter(focal))) if len(focal) == 1 else label.format(system="System")
+        name = label.format(system=_clip(next(iter(focal)), 24) if len(focal) == 1 else "System")
         bars = ax.barh(labels, widths, left=left, color=color, edgecolor="white", label=name)
         for bar, width in zip(bars, widths):
             if width >= 0.06:

@@ -249,3 +249,16 @@ def test_fast_stats_frame_gives_the_same_statistics(tmp_path):
     assert full.bradley_terry == fast.bradley_terry
     assert full.agreement == fast.agreement and full.position_bias == fast.position_bias
     assert full.quality.to_dict() == fast.quality.to_dict()
+
+
+def test_long_system_names_wrap_instead_of_squeezing_the_bars():
+    from dataclasses import replace
+
+    from annotation.plots import preference_figure
+
+    stats = study_stats(paper_frame(), bootstrap=0)
+    long = [replace(c, system="mascot+best3+stems:shipped@0.6 with the distilled speakers",
+                    baseline="zero-shot-no-persona+best3@1.0 on the prompted base model") for c in stats.comparisons]
+    short_ax, long_ax = preference_figure(stats.comparisons).axes[0], preference_figure(long).axes[0]
+    assert long_ax.get_position().width > 0.8 * short_ax.get_position().width  # the bars keep their room
+    assert all(len(line) <= 24 for t in long_ax.get_yticklabels() for line in t.get_text().splitlines())
