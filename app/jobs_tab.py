@@ -22,7 +22,7 @@ from app.settings import Settings
 from mascot.errors import ConfigError, MascotError
 from mascot.files.safe_paths import resolve_inside
 from mascot.jobs.kinds import KINDS, get_kind
-from mascot.jobs.results import result_table
+from mascot.jobs.results import result_figure, result_table
 from mascot.jobs.runner import external_runs
 from mascot.jobs.store import Job, utcnow
 from mascot.train.launch import PLOT_METRICS, metric_points, read_progress, tail
@@ -134,6 +134,7 @@ def render_jobs_tab(settings: Settings) -> None:
     plot = gr.Plot(label="Metric per trainer step", visible=False)
     log_box = gr.Textbox(label="Log (last lines)", lines=10, max_lines=10, autoscroll=True, interactive=False)
     result = gr.Dataframe(value=None, label="Results", interactive=False, wrap=True, visible=False)
+    result_plot = gr.Plot(label="Headline score per system", visible=False)
     with gr.Accordion("Blind human study from this group evaluation", open=False, visible=False) as to_study:
         with gr.Row():
             sys_a = gr.Dropdown([], label="System A")
@@ -181,7 +182,8 @@ def render_jobs_tab(settings: Settings) -> None:
     def follow(job_id: str | None, key: str | None) -> tuple[Any, ...]:
         if not job_id:
             return ("<p>No job yet: launch one above.</p>", gr.Dropdown(visible=False), gr.Plot(visible=False), "",
-                    gr.Dataframe(visible=False), gr.Accordion(visible=False), gr.skip(), gr.skip())
+                    gr.Dataframe(visible=False), gr.Plot(visible=False), gr.Accordion(visible=False), gr.skip(),
+                    gr.skip())
         job = runner.get(job_id)
         events = read_progress(job.progress_path)
         training = job.kind in ("stage1", "stage2")
@@ -191,12 +193,13 @@ def render_jobs_tab(settings: Settings) -> None:
         fig = metric_figure(metric_points(events, (key or PLOT_METRICS[0],)), key or PLOT_METRICS[0]) if training else None
         table_value = result_table(job.result_path) if job.state == "finished" and job.result_path else None
         shown = table_value is not None and not table_value.empty
+        chart = result_figure(job.result_path) if shown else None
         systems = group_systems(job)
         pick_a = gr.Dropdown(choices=systems, value=systems[0]) if len(systems) > 1 else gr.skip()
         pick_b = gr.Dropdown(choices=systems, value=systems[1]) if len(systems) > 1 else gr.skip()
         return (top, gr.Dropdown(visible=training), gr.Plot(value=fig, visible=training), tail(job.log_path, 30),
                 gr.Dataframe(value=table_value if shown else None, visible=shown),
-                gr.Accordion(visible=len(systems) > 1), pick_a, pick_b)
+                gr.Plot(value=chart, visible=chart is not None), gr.Accordion(visible=len(systems) > 1), pick_a, pick_b)
 
     def create(job_id: str | None, a: str | None, b: str | None, name: str) -> str:
         try:
@@ -214,7 +217,7 @@ def render_jobs_tab(settings: Settings) -> None:
         except MascotError as exc:
             return f"❌ {exc}"
 
-    details = [head, metric, plot, log_box, result, to_study, sys_a, sys_b]
+    details = [head, metric, plot, log_box, result, result_plot, to_study, sys_a, sys_b]
     kind.change(pick_kind, kind, [args, command_md])
     args.change(preview, [kind, args], command_md)
     launch.click(submit, [kind, args], [message, table, pick])

@@ -42,3 +42,33 @@ def _flat(v: Any) -> dict[str, Any]:
     if isinstance(v, dict):
         return {k: x for k, x in v.items() if _scalar(x)}
     return {"value": v}
+
+
+def result_figure(path: str | Path) -> Any:
+    """A bar chart of the report's headline score per system (individual: Overall; group: the mean; sweep: the
+    mean over profiles), as a matplotlib Figure; None when the report has no such score."""
+    table = result_table(path)
+    if table.empty:
+        return None
+    if {"system", "metric", "Overall"} <= set(table.columns):
+        rows = table[table["metric"] == "overall"]
+        names, values, label = list(rows["system"]), list(rows["Overall"]), "Overall (0-100)"
+    elif {"system", "mean"} <= set(table.columns):
+        names, values, label = list(table["system"]), list(table["mean"]), "group score (0-100)"
+    elif "profile" in table.columns:
+        systems = [c for c in table.columns if c != "profile"]
+        names, values, label = systems, [float(table[c].mean()) for c in systems], "mean over profiles (0-100)"
+    else:
+        return None
+    if not names:
+        return None
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(8, 0.5 + 0.45 * len(names)), dpi=100, layout="constrained")
+    ax = fig.add_subplot()
+    bars = ax.barh(names, values, color="#2563eb")
+    ax.bar_label(bars, fmt="%.1f", padding=3)
+    ax.invert_yaxis()
+    ax.set_xlabel(label)
+    ax.set_xlim(0, max(100.0, max(values) * 1.1))
+    return fig
