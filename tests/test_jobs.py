@@ -164,7 +164,7 @@ def test_a_finished_group_evaluation_becomes_a_blind_annotation_study(tmp_path):
     report.write_text(json.dumps({"scenarios": ["s1", "s2"], "systems": {
         name: {"mean": 60.0, "dialogues": [dialogue, dialogue]} for name in ("mascot", "round-robin")}}))
     job = Job(id="j1", kind="group-eval", title="", argv=[], folder=str(tmp_path), progress_path="",
-              result_path=str(report), state="finished", heavy=True, pid=None, returncode=0, message="",
+              result_path=str(report), state="finished", heavy=True, pid=None, host="", returncode=0, message="",
               created=None, started=None, ended=None)
     assert group_systems(job) == ["mascot", "round-robin"]
     assert "2 pairs" in study_from_job(job, "mascot", "round-robin", "mvr-1", settings)
@@ -241,3 +241,18 @@ def test_two_researchers_pressing_launch_at_once_get_one_job(tmp_path):
         t.join(60)
     assert len(runners[0].jobs()) == 1 and sum("already queued or running" in o for o in outcomes) == 1
     _wait(runners[0], runners[0].jobs()[0].id)
+
+
+def test_a_job_running_on_another_host_is_left_to_that_host(tmp_path):
+    """App replicas on several machines share the table: a job is judged alive or dead only where it runs."""
+    from sqlalchemy.orm import Session
+
+    from mascot.jobs.store import JobRow
+
+    runner = _runner(tmp_path)
+    with Session(runner.engine) as s, s.begin():
+        s.add(JobRow(id="remote", kind="eval", title="", argv="[]", folder=str(tmp_path), progress_path="",
+                     state="running", pid=2**22 + 17, host="another-host", active_key="k"))
+    runner.pump()
+    assert runner.get("remote").state == "running"
+    assert runner.submit("stage1", QUICK + ["--output", str(tmp_path / "r")]).state == "queued"  # heavy job elsewhere

@@ -17,6 +17,7 @@ import json
 import logging
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -133,7 +134,7 @@ class JobRunner:
                 return
             try:
                 nxt.pid = self._spawn(nxt)
-                nxt.state, nxt.started = "running", utcnow()
+                nxt.state, nxt.started, nxt.host = "running", utcnow(), socket.gethostname()
             except OSError as exc:
                 nxt.state, nxt.ended, nxt.active_key = "failed", utcnow(), None
                 nxt.message = f"could not start: {exc}"
@@ -157,6 +158,8 @@ class JobRunner:
         the last log lines)."""
         with Session(self.engine) as s, s.begin():
             for row in s.scalars(select(JobRow).where(JobRow.state == "running")):
+                if row.host and row.host != socket.gethostname():
+                    continue  # a process of another machine (app replicas on several hosts): that host judges it
                 child = self._children.get(row.id)
                 if child is not None and child.poll() is None:
                     continue

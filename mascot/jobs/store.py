@@ -47,6 +47,7 @@ class JobRow(Base):
     active_key: Mapped[str | None] = mapped_column(String(64), unique=True, nullable=True)
     heavy: Mapped[bool] = mapped_column(Boolean, default=True)
     pid: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    host: Mapped[str] = mapped_column(String(255), default="")  # the machine the job's process runs on
     returncode: Mapped[int | None] = mapped_column(Integer, nullable=True)
     message: Mapped[str] = mapped_column(Text, default="")
     created: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
@@ -68,6 +69,7 @@ class Job:
     state: str
     heavy: bool
     pid: int | None
+    host: str
     returncode: int | None
     message: str
     created: datetime
@@ -91,7 +93,7 @@ class Job:
     @classmethod
     def of(cls, row: JobRow) -> Job:
         return cls(row.id, row.kind, row.title, json.loads(row.argv), row.folder, row.progress_path, row.result_path,
-                   row.state, row.heavy, row.pid, row.returncode, row.message, row.created, row.started, row.ended)
+                   row.state, row.heavy, row.pid, row.host, row.returncode, row.message, row.created, row.started, row.ended)
 
     def as_dict(self) -> dict[str, Any]:
         return {k: (v.isoformat(timespec="seconds") if isinstance(v, datetime) else v) for k, v in self.__dict__.items()}
