@@ -510,3 +510,27 @@ def test_gradio_client_api_on_llamacpp(llm_engine, port, tmp_path):
         assert [t["speaker"] for t in turns] == ["user", "Anchor", "Catalyst"] and all(t["text"] for t in turns)
     finally:
         server.should_exit = True
+
+
+@pytest.mark.model
+def test_a_run_put_live_on_llamacpp_answers_with_its_own_adapters(llm_engine, strong, tmp_path):
+    """The same weights under a live version's name give the same greedy reply as under the start-up name, and
+    both stay loaded."""
+    import shutil
+
+    from mascot.backends.base import GenerationParams
+
+    shutil.copytree(strong["anchor"], tmp_path / "copy" / "speakers" / "anchor")  # what speaker-anchor serves
+    live = llm_engine.put_live(tmp_path / "copy")
+    try:
+        assert live.names["anchor"] == "speaker-anchor@v1" and "speaker-anchor@v1" in llm_engine.backend.adapters
+        chat = [{"role": "user", "content": "I failed my driving test again."}]
+        greedy = GenerationParams(max_new_tokens=16, temperature=0.0)
+        before = llm_engine.backend.generate([chat], greedy, adapter="speaker-anchor")[0].text
+        after = llm_engine.backend.generate([chat], greedy, adapter="speaker-anchor@v1")[0].text
+        assert before == after
+    finally:
+        llm_engine.roll_back()
+        for name in live.names.values():
+            if name.endswith("@v1"):
+                llm_engine.backend.remove_adapter(name)
