@@ -56,9 +56,8 @@ def build_group(args: argparse.Namespace) -> GroupChat:
     config = EngineConfig.from_settings(settings, backend=args.backend, model=args.model, base_url=args.base_url,
                                         checkpoints_dir=args.checkpoints_dir, run=args.run)
     best_of = settings.careful_best_of if args.best_of is None else check_best_of(args.best_of)
-    replies = args.replies or settings.replies
     engine = Engine.load(config, safety=live_detector(settings), llm_safety_judge=settings.safety_llm_judge,
-                         careful_best_of=best_of, warm_careful=replies == "careful")
+                         careful_best_of=best_of)
     mode = args.mode
     if args.no_adapters and mode == "trained":  # the trained director is an adapter too
         print("warning: --no-adapters: the director runs prompted (the trained director needs its adapter)",
@@ -68,6 +67,7 @@ def build_group(args: argparse.Namespace) -> GroupChat:
     attached = [] if args.no_adapters else engine.attach_adapters(pack)
     for w in attached:
         print(f"warning: {w}", file=sys.stderr)
+    replies = args.replies or settings.replies
     if replies == "careful" and engine.selector()[0] is None:
         print(f"warning: {engine.selector()[1]}", file=sys.stderr)
     return engine.group(pack.active, mode, replies=replies, max_speakers=args.max_speakers, speaker_style=args.style,

@@ -83,20 +83,11 @@ class Engine:
 
     @classmethod
     def load(cls, config: EngineConfig, safety: CrisisDetector | None = None, llm_safety_judge: bool = False,
-             careful_best_of: int = 3, warm_careful: bool = False) -> Engine:
-        """Load the backend and find the run whose adapters the chat uses. Meanwhile a thread loads what the first
-        turn needs besides the model: the crisis classifiers of `safety` and, with `warm_careful`, the
-        acceptability scorer (llama.cpp's load runs in C without the GIL, so the two overlap)."""
-        warmed: dict[str, object] = {}
-        thread = threading.Thread(target=_warm_side, args=(safety, warm_careful, warmed), daemon=True,
-                                  name="mascot-warm-side")
-        thread.start()
+             careful_best_of: int = 3) -> Engine:
+        """Load the backend and find the run whose adapters the chat uses."""
         backend = load_backend(config.backend, **config.backend_options())
-        thread.join()
-        engine = cls(config, backend, run_dir=find_run(config.checkpoints_dir, config.run), safety=safety,
-                     llm_safety_judge=llm_safety_judge, careful_best_of=careful_best_of)
-        engine._selector = warmed.get("selector")  # type: ignore[assignment]
-        return engine
+        return cls(config, backend, run_dir=find_run(config.checkpoints_dir, config.run), safety=safety,
+                   llm_safety_judge=llm_safety_judge, careful_best_of=careful_best_of)
 
     def attach_adapters(self, pack: PersonaPack) -> list[str]:
         """Load each persona's LoRA (and the director's) onto the shared base, once per pack.
@@ -242,23 +233,6 @@ class Engine:
         kwargs.setdefault("safety", self.safety)
         kwargs.setdefault("llm_safety_judge", self.llm_safety_judge)
         return GroupChat(self.backend, roster, mode=mode, **kwargs)  # type: ignore[arg-type]
-
-
-def _warm_side(safety: CrisisDetector | None, careful: bool, out: dict[str, object]) -> None:
-    """Load the crisis classifiers and (for careful replies) the acceptability scorer, logging nothing."""
-    try:
-        if safety is not None:
-            safety.check("Hello.", record=False)
-        if careful:
-            from mascot.acceptability.selection import load_selector
-            from mascot.group.dialogue import Dialogue, Turn
-
-            selector = load_selector()
-            if selector[0] is not None:
-                selector[0].scorer.score(Dialogue([Turn("user", "Hello.")]), "Anchor", ["That sounds hard."])
-            out["selector"] = selector
-    except Exception as exc:  # noqa: BLE001 - a failed warm-up only costs the first turn time
-        log.warning("loading beside the model failed (%s: %s); the first turn will load it", type(exc).__name__, exc)
 
 
 def live_detector(settings: object) -> CrisisDetector:
