@@ -9,7 +9,7 @@
 Both run on a prepared venv (models converted, llama.cpp probe cached). `--repo DIR` measures another
 checkout (e.g. a `git worktree` of an older commit) with the same venv.
 
-    .venv/bin/python benchmarks/startup.py [--rounds 3] [--repo DIR] [--json benchmarks/results/startup.json]
+    .venv/bin/python benchmarks/startup.py [--rounds 3] [--pause 20] [--repo DIR] [--json benchmarks/results/startup.json]
 """
 
 from __future__ import annotations
@@ -54,9 +54,11 @@ def env_for(repo: Path) -> dict[str, str]:
     return env
 
 
-def time_cli(repo: Path, rounds: int) -> dict:
-    times, heavy, turns = [], "", 0
+def time_cli(repo: Path, rounds: int, pause: float = 0.0) -> dict:
+    times, heavy, turns, loads = [], "", 0, []
     for _ in range(rounds):
+        time.sleep(pause)
+        loads.append(round(os.getloadavg()[0], 2))
         t = time.perf_counter()
         out = subprocess.run([sys.executable, "-c", PROBE.format(message=MESSAGE, heavy=HEAVY)], cwd=repo,
                              env=env_for(repo), capture_output=True, text=True, timeout=300)
@@ -66,7 +68,8 @@ def time_cli(repo: Path, rounds: int) -> dict:
         heavy = next((ln[6:] for ln in out.stderr.splitlines() if ln.startswith("HEAVY=")), "")
         turns = sum(1 for ln in out.stdout.splitlines() if ln.startswith("{"))
     return {"median_s": round(statistics.median(times), 2), "runs_s": [round(x, 2) for x in times],
-            "turns": turns, "heavy_imports": [m for m in heavy.split(",") if m]}
+            "load_avg_before_s": loads, "pause_s": pause, "turns": turns,
+            "heavy_imports": [m for m in heavy.split(",") if m]}
 
 
 def free_port() -> int:
@@ -119,12 +122,15 @@ def main() -> None:
     p.add_argument("--repo", type=Path, default=ROOT, help="the checkout to measure (default: this one)")
     p.add_argument("--only", choices=("cli", "app"), default=None)
     p.add_argument("--json", type=Path, default=None, help="write the figures here")
+    p.add_argument("--pause", type=float, default=0.0, help="seconds of rest before each CLI round, so each start "
+                   "meets a machine as idle as a user's (the back-to-back rounds raise the load average, and the "
+                   "llama.cpp backend measures its threads only on a loaded machine)")
     args = p.parse_args()
     result = {"repo": str(args.repo), "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=args.repo,
                                                                capture_output=True, text=True).stdout.strip(),
               "cpu": cpu_model(), "cores": len(os.sched_getaffinity(0)), "message": MESSAGE}
     if args.only in (None, "cli"):
-        result["cli"] = time_cli(args.repo, args.rounds)
+        result["cli"] = time_cli(args.repo, args.rounds, args.pause)
         print(f"CLI one-shot three-speaker answer: {result['cli']['median_s']} s (median of {args.rounds}); "
               f"heavy imports: {', '.join(result['cli']['heavy_imports']) or 'none'}", flush=True)
     if args.only in (None, "app"):

@@ -534,3 +534,21 @@ def test_a_run_put_live_on_llamacpp_answers_with_its_own_adapters(llm_engine, st
         for name in live.names.values():
             if name.endswith("@v1"):
                 llm_engine.backend.remove_adapter(name)
+
+
+@pytest.mark.model
+def test_thread_calibration_measures_only_when_other_work_holds_the_cores(monkeypatch):
+    import os
+
+    from mascot.backends.llamacpp.runtime import ThreadCalibration
+
+    llm = LlamaCppBackend("embedded", n_ctx=512, n_seq=1, threads=None)
+    if llm.cores < 2:
+        pytest.skip("one core: nothing to choose")
+    monkeypatch.setattr(os, "getloadavg", lambda: (0.0, 0.0, 0.0))
+    ThreadCalibration._calibrate_threads(llm)
+    assert llm.calibration == {"skipped_at_load_per_core": 0.0} and llm.threads == llm.cores
+    monkeypatch.setattr(os, "getloadavg", lambda: (5.0 * llm.cores, 0.0, 0.0))
+    llm.calibration = {}
+    ThreadCalibration._calibrate_threads(llm)
+    assert set(llm.calibration) == {1, llm.cores} and llm.threads in (1, llm.cores)

