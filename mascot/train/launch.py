@@ -24,7 +24,8 @@ from mascot.train.stage2.config import STAGE2_STEPS
 
 # Metrics worth plotting per step, in display order (TRL / RewardTrainer log keys).
 PLOT_METRICS = ("reward", "rewards/format_reward/mean", "persona_rm/raw_mean", "judge/raw_mean",
-                "relevance/raw_mean", "consistency/raw_mean", "loss", "accuracy", "eval_accuracy", "completions/mean_length", "step_time")
+                "relevance/raw_mean", "consistency/raw_mean", "clip_ratio/region_mean", "loss", "accuracy",
+                "eval_accuracy", "completions/mean_length", "step_time")
 
 
 @dataclass(frozen=True)
