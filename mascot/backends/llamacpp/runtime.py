@@ -84,27 +84,28 @@ class ThreadCalibration:
         Each setting gets at most `steps` decode steps or `budget_s` seconds: under a passive OpenMP wait
         policy on busy cores one all-cores step took about a second, and an unbounded loop cost 37 s at load."""
         load = os.getloadavg()[0] / self.cores if hasattr(os, "getloadavg") else 1.0
-        if load < idle_load:
-            self.calibration = {"skipped_at_load_per_core": round(load, 2)}
-            log.info("llama.cpp decode threads: %d (machine idle, load %.2f per core)", self.threads, load)
-            return
-        bos = max(self._model.token_bos(), 0)
         with self._lock:
-            self.ll.llama_set_n_threads(self.ctx, 1, 1)  # the warm-up prefill never waits on a barrier
-            self._decode([(bos, p, 0, p == 15) for p in range(16)])
-            for n in (self.cores, 1, self.cores):  # the first all-cores round warms up the thread pool
-                self.ll.llama_set_n_threads(self.ctx, n, n)
-                t = time.perf_counter()
-                done = 0
-                while done < steps and (done == 0 or time.perf_counter() - t < budget_s):
-                    self._decode([(bos, 16, 0, True)])
-                    self.ll.llama_memory_seq_rm(self.mem, 0, 16, -1)
-                    done += 1
-                self.calibration[n] = done / (time.perf_counter() - t)
-            self.threads = max(self.calibration, key=self.calibration.__getitem__)
+            if load < idle_load:
+                self.calibration = {"skipped_at_load_per_core": round(load, 2)}
+                self.threads = self.cores
+            else:
+                self.calibration = {}
+                bos = max(self._model.token_bos(), 0)
+                self.ll.llama_set_n_threads(self.ctx, 1, 1)  # the warm-up prefill never waits on a barrier
+                self._decode([(bos, p, 0, p == 15) for p in range(16)])
+                for n in (self.cores, 1, self.cores):  # the first all-cores round warms up the thread pool
+                    self.ll.llama_set_n_threads(self.ctx, n, n)
+                    t = time.perf_counter()
+                    done = 0
+                    while done < steps and (done == 0 or time.perf_counter() - t < budget_s):
+                        self._decode([(bos, 16, 0, True)])
+                        self.ll.llama_memory_seq_rm(self.mem, 0, 16, -1)
+                        done += 1
+                    self.calibration[n] = done / (time.perf_counter() - t)
+                self.threads = max(self.calibration, key=self.calibration.__getitem__)
+                self._forget_slots()
             # batches and prefill follow the same choice: under contention two threads collapsed there too
             self.ll.llama_set_n_threads(self.ctx, self.threads, self.threads)
             if self._decoder is not None:
                 self.ll.llama_set_n_threads(self._decoder[2], self.threads, self.threads)
-            self._forget_slots()
         log.info("llama.cpp decode threads: %d (steps/s by threads: %s)", self.threads, self.calibration)
