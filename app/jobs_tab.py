@@ -27,7 +27,7 @@ from mascot.jobs.runner import external_runs
 from mascot.jobs.store import Job, utcnow
 from mascot.train.launch import PLOT_METRICS, metric_points, read_progress, tail
 
-JOB_HEADERS = ["job", "kind", "state", "created", "started", "ended", "minutes", "exit"]
+JOB_HEADERS = ["job", "kind", "state", "created (UTC)", "started", "ended", "minutes", "exit"]
 EXTERNAL_HEADERS = ["progress file", "state", "updated", "step", "done"]
 WRITE_FLAGS = ("--output", "--json", "--heatmap", "--cache", "--judge-cache")  # flags naming a file a job writes
 EXAMPLES = {
