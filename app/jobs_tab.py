@@ -65,6 +65,16 @@ def confine_args(kind: str, args: list[str], settings: Settings) -> list[str]:
     return args
 
 
+def command_preview(kind: str, text: str, settings: Settings) -> str:
+    """The command line a job of `kind` with these arguments would run, or why it would be refused."""
+    try:
+        args = confine_args(kind, split_args(text), settings)
+        built = get_kind(kind).build(args, Path(settings.runs_dir) / "jobs" / "<new job>")
+    except MascotError as exc:
+        return f"❌ {exc}"
+    return f"Command: `{shlex.join(built.argv[1:])}`"
+
+
 def job_rows(jobs: list[Job]) -> list[list[Any]]:
     rows = []
     now = utcnow()
@@ -123,7 +133,7 @@ def render_jobs_tab(settings: Settings) -> None:
         kind = gr.Dropdown([(k.title, name) for name, k in KINDS.items()], value="eval", label="Job")
         args = gr.Textbox(label="Arguments (the command's own flags)", value=EXAMPLES["eval"], scale=2)
         launch = gr.Button("Launch", variant="primary")
-    command_md = gr.Markdown()
+    command_md = gr.Markdown(command_preview("eval", EXAMPLES["eval"], settings))
     message = gr.Markdown()
     table = gr.Dataframe(headers=JOB_HEADERS, value=[], label="Jobs (newest first)", interactive=False, wrap=True)
     with gr.Row():
@@ -132,7 +142,8 @@ def render_jobs_tab(settings: Settings) -> None:
     head = gr.HTML()
     metric = gr.Dropdown(list(PLOT_METRICS), value=PLOT_METRICS[0], label="Training metric to plot", visible=False)
     plot = gr.Plot(label="Metric per trainer step", visible=False)
-    log_box = gr.Textbox(label="Log (last lines)", lines=10, max_lines=10, autoscroll=True, interactive=False)
+    log_box = gr.Textbox(label="Log (last lines)", lines=10, max_lines=10, autoscroll=True, interactive=False,
+                         visible=False)
     result = gr.Dataframe(value=None, label="Results", interactive=False, wrap=True, visible=False)
     result_plot = gr.Plot(label="Headline score per system", visible=False)
     with gr.Accordion("Blind human study from this group evaluation", open=False, visible=False) as to_study:
@@ -146,12 +157,7 @@ def render_jobs_tab(settings: Settings) -> None:
     timer = gr.Timer(2.0)
 
     def preview(k: str, text: str) -> str:
-        try:
-            a = confine_args(k, split_args(text), settings)
-            built = get_kind(k).build(a, Path(settings.runs_dir) / "jobs" / "<new job>")
-        except MascotError as exc:
-            return f"❌ {exc}"
-        return f"Command: `{shlex.join(built.argv[1:])}`"
+        return command_preview(k, text, settings)
 
     def pick_kind(k: str) -> tuple[Any, str]:
         return gr.Textbox(value=EXAMPLES.get(k, "")), preview(k, EXAMPLES.get(k, ""))
@@ -177,11 +183,14 @@ def render_jobs_tab(settings: Settings) -> None:
                 r["step"], f"{r['done']}/{r['total']}" if r["total"] else (r["done"] or "")]
                for r in external_runs(roots, runner.known_progress())]
         # the study pickers keep the researcher's choice: they are filled when a job is picked, not on every tick
-        return (rows, gr.Dropdown(choices=ids, value=current), ext, *follow(current, key)[:-2], gr.skip(), gr.skip())
+        table_update = gr.Dataframe(value=rows, label="Jobs (newest first)" if rows else "Jobs: none yet")
+        return (table_update, gr.Dropdown(choices=ids, value=current), ext, *follow(current, key)[:-2], gr.skip(),
+                gr.skip())
 
     def follow(job_id: str | None, key: str | None) -> tuple[Any, ...]:
         if not job_id:
-            return ("<p>No job yet: launch one above.</p>", gr.Dropdown(visible=False), gr.Plot(visible=False), "",
+            return ("<p>No job yet: launch one above.</p>", gr.Dropdown(visible=False), gr.Plot(visible=False),
+                    gr.Textbox(value="", visible=False),
                     gr.Dataframe(visible=False), gr.Plot(visible=False), gr.Accordion(visible=False), gr.skip(),
                     gr.skip())
         job = runner.get(job_id)
@@ -197,7 +206,8 @@ def render_jobs_tab(settings: Settings) -> None:
         systems = group_systems(job)
         pick_a = gr.Dropdown(choices=systems, value=systems[0]) if len(systems) > 1 else gr.skip()
         pick_b = gr.Dropdown(choices=systems, value=systems[1]) if len(systems) > 1 else gr.skip()
-        return (top, gr.Dropdown(visible=training), gr.Plot(value=fig, visible=training), tail(job.log_path, 30),
+        return (top, gr.Dropdown(visible=training), gr.Plot(value=fig, visible=training),
+                gr.Textbox(value=tail(job.log_path, 30), visible=True),
                 gr.Dataframe(value=table_value if shown else None, visible=shown),
                 gr.Plot(value=chart, visible=chart is not None), gr.Accordion(visible=len(systems) > 1), pick_a, pick_b)
 

@@ -104,6 +104,9 @@ def test_a_researcher_launches_an_evaluation_job_watches_it_finish_and_reads_its
     with served(settings) as url, new_page(browser) as page:
         _login(page, url)
         tab("Jobs", page).click()
+        page.get_by_text("Command: ").first.wait_for(timeout=30_000)  # the example's command line, before any edit
+        page.get_by_text("Jobs: none yet").first.wait_for(timeout=30_000)  # an empty table says so
+        assert page.get_by_label("Log (last lines)").count() == 0 or not page.get_by_label("Log (last lines)").is_visible()
         box = page.get_by_label("Arguments (the command's own flags)")
         box.fill("--limt 1")
         page.get_by_role("button", name="Launch").click()
