@@ -199,9 +199,12 @@ def render_admin_tab(settings: Settings, engine: Engine | None = None) -> None:
     timer = gr.Timer(2.0)
 
     with gr.Accordion("Finished runs", open=False):
-        runs_table = gr.Dataframe(headers=RUN_HEADERS, value=[], interactive=False, wrap=True)
+        # the runs present when the page loads; Refresh picks up runs finished since
+        runs_table = gr.Dataframe(headers=RUN_HEADERS, value=lambda: run_summary_rows(finished_runs(settings.checkpoints_dir)),
+                                  interactive=False, wrap=True)
         with gr.Row():
-            run_pick = gr.Dropdown([], label="Run card", allow_custom_value=False)
+            known = [c["path"] for c in finished_runs(settings.checkpoints_dir)]
+            run_pick = gr.Dropdown(known, value=None, label="Run card", allow_custom_value=False)
             refresh_btn = gr.Button("Refresh")
         with gr.Row():
             live_btn = gr.Button("Put this run live in the chat", visible=engine is not None)
