@@ -25,7 +25,7 @@ from alembic import command
 from alembic.config import Config
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError
+from sqlalchemy.exc import ArgumentError, NoSuchModuleError
 from sqlalchemy.pool import StaticPool
 
 from mascot.errors import ConfigError
@@ -73,7 +73,13 @@ def make_engine(url: str) -> Engine:
             "sqlite:///data/annotation.db or postgresql+psycopg://user:pass@host/db."
         ) from exc
     if parsed.get_backend_name() != "sqlite":
-        return create_engine(url, pool_pre_ping=True)
+        try:
+            return create_engine(url, pool_pre_ping=True)
+        except NoSuchModuleError as exc:  # a dialect or driver this install lacks
+            raise ConfigError(
+                f"Cannot use the database URL {parsed.render_as_string(hide_password=True)!r}: {exc}. Use "
+                "sqlite:///PATH, or postgresql+psycopg://user:pass@host/db (psycopg is installed)."
+            ) from None
     database = parsed.database or ""
     if database in ("", ":memory:"):
         # One shared in-memory connection, otherwise each pooled connection is a new empty DB.

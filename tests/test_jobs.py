@@ -256,3 +256,10 @@ def test_a_job_running_on_another_host_is_left_to_that_host(tmp_path):
     runner.pump()
     assert runner.get("remote").state == "running"
     assert runner.submit("stage1", QUICK + ["--output", str(tmp_path / "r")]).state == "queued"  # heavy job elsewhere
+
+
+def test_a_database_url_that_cannot_be_used_is_refused_with_what_to_give():
+    with pytest.raises(ConfigError, match="Cannot use the database URL 'nonsense://x'.*sqlite:///PATH"):
+        JobRunner("nonsense://x", "/tmp/unused-jobs")
+    with pytest.raises(ConfigError, match="Cannot open the job table at sqlite:////proc/nope/jobs.db"):
+        JobRunner("sqlite:////proc/nope/jobs.db", "/tmp/unused-jobs")
