@@ -11,11 +11,10 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Boolean, DateTime, Integer, String, Text, create_engine, event
-from sqlalchemy.engine import Engine
+from sqlalchemy import Boolean, DateTime, Integer, String, Text
+from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -100,28 +99,17 @@ class Job:
 
 
 def make_engine(url: str) -> Engine:
-    """An engine with the job table created; SQLite waits for a busy writer and takes its write lock at BEGIN,
-    so two processes claiming the next job queue instead of both reading 'nothing running'."""
-    sqlite = url.startswith("sqlite")
-    engine = create_engine(url, connect_args={"timeout": 30} if sqlite else {}, pool_pre_ping=not sqlite)
-    if sqlite:
-        @event.listens_for(engine, "connect")
-        def _pragmas(conn: Any, _record: Any) -> None:
-            conn.isolation_level = None  # the driver's own transactions off: BEGIN below decides
-            cur = conn.cursor()
-            cur.execute("PRAGMA journal_mode=WAL")
-            cur.execute("PRAGMA busy_timeout=30000")
-            cur.close()
+    """An engine with the job table created, built as the annotation store builds its own (`annotation.db`: SQLite
+    in WAL with a busy timeout, the folder created); every transaction takes the write lock at BEGIN, so two
+    processes claiming the next job queue instead of both reading 'nothing running'."""
+    from annotation.db import make_engine as store_engine
+    from annotation.db import writer
 
-        @event.listens_for(engine, "begin")
-        def _begin(conn: Any) -> None:
-            conn.exec_driver_sql("BEGIN IMMEDIATE")
     try:
-        if sqlite and engine.url.database and engine.url.database != ":memory:":
-            Path(engine.url.database).parent.mkdir(parents=True, exist_ok=True)
+        engine = writer(store_engine(url))
         Base.metadata.create_all(engine)
     except (OperationalError, OSError) as exc:
-        raise ConfigError(f"Cannot open the job table at {engine.url.render_as_string(hide_password=True)}: "
+        raise ConfigError(f"Cannot open the job table at {make_url(url).render_as_string(hide_password=True)}: "
                           f"{getattr(exc, 'orig', exc)}. Check MASCOT_JOBS_DB_URL (or MASCOT_DATA_DIR) and that the folder is "
                           "writable.") from None
     return engine
