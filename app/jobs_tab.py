@@ -154,6 +154,7 @@ def render_jobs_tab(settings: Settings) -> None:
             make_study = gr.Button("Create study")
     with gr.Accordion("Runs started from the command line", open=False):
         external = gr.Dataframe(headers=EXTERNAL_HEADERS, value=[], interactive=False, wrap=True)
+    shown = gr.State(None)  # what the job details show (job, state, progress and log sizes, metric): redrawn on change
     timer = gr.Timer(2.0)
 
     def preview(k: str, text: str) -> str:
@@ -175,17 +176,30 @@ def render_jobs_tab(settings: Settings) -> None:
         jobs = runner.jobs()
         return job_rows(jobs), [j.id for j in jobs]
 
-    def tick(current: str | None, key: str | None) -> tuple[Any, ...]:
+    def signature(job_id: str | None, key: str | None) -> list[Any] | None:
+        if not job_id:
+            return None
+        job = runner.get(job_id)
+        sizes = [Path(p).stat().st_size if Path(p).is_file() else 0 for p in (job.progress_path, job.log_path)]
+        return [job_id, job.state, key, *sizes]
+
+    def show(job_id: str | None, key: str | None) -> tuple[Any, ...]:
+        return (*follow(job_id, key), signature(job_id, key))
+
+    def tick(current: str | None, key: str | None, drawn: list[Any] | None) -> tuple[Any, ...]:
         rows, ids = refresh_table()
         current = current if current in ids else (ids[0] if ids else None)
         roots = [settings.runs_dir, settings.checkpoints_dir]
         ext = [[r["path"], r["state"], f"{datetime.fromtimestamp(r['updated']):%Y-%m-%d %H:%M:%S}" if r["updated"] else "",
                 r["step"], f"{r['done']}/{r['total']}" if r["total"] else (r["done"] or "")]
                for r in external_runs(roots, runner.known_progress())]
-        # the study pickers keep the researcher's choice: they are filled when a job is picked, not on every tick
         table_update = gr.Dataframe(value=rows, label="Jobs (newest first)" if rows else "Jobs: none yet")
+        now = signature(current, key)
+        if now == drawn and now is not None:  # nothing new: no figure redrawn, no report read again
+            return (table_update, gr.Dropdown(choices=ids, value=current), ext, *[gr.skip()] * len(details), drawn)
+        # the study pickers keep the researcher's choice: they are filled when a job is picked, not on every tick
         return (table_update, gr.Dropdown(choices=ids, value=current), ext, *follow(current, key)[:-2], gr.skip(),
-                gr.skip())
+                gr.skip(), now)
 
     def follow(job_id: str | None, key: str | None) -> tuple[Any, ...]:
         if not job_id:
@@ -201,14 +215,14 @@ def render_jobs_tab(settings: Settings) -> None:
             top += f"<pre>{html.escape(job.message[-2000:])}</pre>"
         fig = metric_figure(metric_points(events, (key or PLOT_METRICS[0],)), key or PLOT_METRICS[0]) if training else None
         table_value = result_table(job.result_path) if job.state == "finished" and job.result_path else None
-        shown = table_value is not None and not table_value.empty
-        chart = result_figure(job.result_path) if shown else None
+        has_table = table_value is not None and not table_value.empty
+        chart = result_figure(table_value) if has_table else None
         systems = group_systems(job)
         pick_a = gr.Dropdown(choices=systems, value=systems[0]) if len(systems) > 1 else gr.skip()
         pick_b = gr.Dropdown(choices=systems, value=systems[1]) if len(systems) > 1 else gr.skip()
         return (top, gr.Dropdown(visible=training), gr.Plot(value=fig, visible=training),
                 gr.Textbox(value=tail(job.log_path, 30), visible=True),
-                gr.Dataframe(value=table_value if shown else None, visible=shown),
+                gr.Dataframe(value=table_value if has_table else None, visible=has_table),
                 gr.Plot(value=chart, visible=chart is not None), gr.Accordion(visible=len(systems) > 1), pick_a, pick_b)
 
     def create(job_id: str | None, a: str | None, b: str | None, name: str) -> str:
@@ -233,6 +247,6 @@ def render_jobs_tab(settings: Settings) -> None:
     launch.click(submit, [kind, args], [message, table, pick])
     cancel.click(do_cancel, pick, message)
     make_study.click(create, [pick, sys_a, sys_b, study_id], message)
-    pick.change(follow, [pick, metric], details)
-    metric.change(follow, [pick, metric], details)
-    timer.tick(tick, [pick, metric], [table, pick, external, *details])
+    pick.change(show, [pick, metric], [*details, shown])
+    metric.change(show, [pick, metric], [*details, shown])
+    timer.tick(tick, [pick, metric, shown], [table, pick, external, *details, shown])

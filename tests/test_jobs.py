@@ -214,10 +214,11 @@ def test_reports_become_tables(tmp_path):
     assert not result_table("mascot/data/safety/report.json").empty  # the shipped safety report
     from mascot.jobs.results import result_figure
 
-    bars = result_figure(group).axes[0]
+    bars = result_figure(result_table(group)).axes[0]
     assert [t.get_text() for t in bars.get_yticklabels()] == ["mascot"] and bars.patches[0].get_width() == 63.8
-    assert [t.get_text() for t in result_figure(sweep).axes[0].get_yticklabels()] == ["mascot", "zero-shot"]
-    assert result_figure("mascot/data/safety/report.json") is None and result_figure(tmp_path / "none.json") is None
+    assert [t.get_text() for t in result_figure(result_table(sweep)).axes[0].get_yticklabels()] == ["mascot", "zero-shot"]
+    assert result_figure(result_table("mascot/data/safety/report.json")) is None
+    assert result_figure(result_table(tmp_path / "none.json")) is None
 
 
 def test_two_researchers_pressing_launch_at_once_get_one_job(tmp_path):

@@ -44,10 +44,9 @@ def _flat(v: Any) -> dict[str, Any]:
     return {"value": v}
 
 
-def result_figure(path: str | Path) -> Any:
-    """A bar chart of the report's headline score per system (individual: Overall; group: the mean; sweep: the
-    mean over profiles), as a matplotlib Figure; None when the report has no such score."""
-    table = result_table(path)
+def result_figure(table: pd.DataFrame) -> Any:
+    """A bar chart of a report's headline score per system (`result_table`'s rows; individual: Overall; group: the
+    mean; sweep: the mean over profiles), as a matplotlib Figure; None when the report has no such score."""
     if table.empty:
         return None
     if {"system", "metric", "Overall"} <= set(table.columns):
