@@ -8,28 +8,19 @@ the director's LoRA under the names the app asks for (`speaker-<persona key>`, `
 from __future__ import annotations
 
 import argparse
-import json
 import shlex
 import sys
 from pathlib import Path
 
 from mascot.errors import ConfigError
-from mascot.files.checkpoints import director_adapter_dir, is_adapter, speaker_adapter_dir
-from mascot.group.director import DIRECTOR_ADAPTER
+from mascot.files.checkpoints import base_model_of
+from mascot.group.live import run_adapters
 from mascot.group.personas import load_pack
-from mascot.group.speaker import adapter_name
 
 
 def lora_modules(run_dir: Path, packs: tuple[str, ...] = ("emotional-support",)) -> dict[str, Path]:
     """Adapter name -> folder, for every adapter of `packs`' personas and the director that `run_dir` holds."""
-    found: dict[str, Path] = {}
-    for name in packs:
-        for persona in load_pack(name).personas:
-            folder = speaker_adapter_dir(run_dir, persona)
-            if is_adapter(folder):
-                found[adapter_name(persona)] = folder.resolve()
-    if is_adapter(director_adapter_dir(run_dir)):
-        found[DIRECTOR_ADAPTER] = director_adapter_dir(run_dir).resolve()
+    found = {name: folder.resolve() for name, (_, folder) in run_adapters(run_dir, [load_pack(n) for n in packs]).items()}
     if not found:
         raise ConfigError(f"{run_dir} holds no adapter (speakers/<persona>/ or director/): train a run first.")
     return found
@@ -39,7 +30,7 @@ def serve_command(run_dir: Path, packs: tuple[str, ...] = ("emotional-support",)
                   max_lora_rank: int = 64) -> list[str]:
     """`vllm serve BASE --enable-lora --lora-modules NAME=PATH ...` for `run_dir`'s adapters."""
     modules = lora_modules(run_dir, packs)
-    bases = {json.loads((p / "adapter_config.json").read_text())["base_model_name_or_path"] for p in modules.values()}
+    bases = {base_model_of(p) for p in modules.values()}
     if len(bases) != 1:
         raise ConfigError(f"{run_dir}'s adapters were trained on different base models ({', '.join(sorted(bases))}).")
     return ["vllm", "serve", bases.pop(), "--port", str(port), "--enable-lora", "--max-loras", str(len(modules)),

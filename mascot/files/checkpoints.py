@@ -6,6 +6,7 @@ the chat uses: the one named, else `tiny-cpu` (shipped), else the newest run wit
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from mascot.group.personas import Persona
@@ -15,6 +16,11 @@ DEFAULT_RUN = "tiny-cpu"
 
 def is_adapter(path: Path) -> bool:
     return (path / "adapter_config.json").exists()
+
+
+def base_model_of(adapter: Path) -> str:
+    """The base model an adapter folder was trained on (its adapter_config.json)."""
+    return str(json.loads((adapter / "adapter_config.json").read_text(encoding="utf-8")).get("base_model_name_or_path"))
 
 
 def speakers_dir(run_dir: Path) -> Path:

@@ -9,13 +9,12 @@ under the plain names (`speaker-anchor`, `director`).
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from mascot.backends import Backend
 from mascot.errors import ConfigError, MascotError
-from mascot.files.checkpoints import director_adapter_dir, is_adapter, speaker_adapter_dir
+from mascot.files.checkpoints import base_model_of, director_adapter_dir, is_adapter, speaker_adapter_dir
 from mascot.group.director import DIRECTOR_ADAPTER
 from mascot.group.personas import PersonaPack
 from mascot.group.speaker import adapter_name
@@ -34,9 +33,14 @@ class LiveRun:
         return f"{self.run_dir.name if self.run_dir else 'no run'} (v{self.version})"
 
 
-def base_model_of(folder: Path) -> str:
-    """The base model an adapter folder was trained on (its adapter_config.json)."""
-    return str(json.loads((folder / "adapter_config.json").read_text(encoding="utf-8")).get("base_model_name_or_path"))
+def run_adapters(run_dir: Path, packs: list[PersonaPack]) -> dict[str, tuple[str, Path]]:
+    """Every adapter `run_dir` holds for `packs`' personas and the director: backend name (`speaker-<key>`,
+    `director`) -> (persona key or "director", folder)."""
+    found = {adapter_name(p): (p.key, speaker_adapter_dir(run_dir, p))
+             for pack in packs for p in pack.personas if is_adapter(speaker_adapter_dir(run_dir, p))}
+    if is_adapter(director_adapter_dir(run_dir)):
+        found[DIRECTOR_ADAPTER] = ("director", director_adapter_dir(run_dir))
+    return found
 
 
 class LiveRuns:
@@ -64,10 +68,7 @@ class LiveRuns:
         was trained on another base model."""
         run_dir = Path(run_dir)
         version = len(self.versions)
-        wanted = {adapter_name(p): (p.key, speaker_adapter_dir(run_dir, p))
-                  for pack in packs for p in pack.personas if is_adapter(speaker_adapter_dir(run_dir, p))}
-        if is_adapter(director_adapter_dir(run_dir)):
-            wanted[DIRECTOR_ADAPTER] = ("director", director_adapter_dir(run_dir))
+        wanted = run_adapters(run_dir, packs)
         if not wanted:
             raise ConfigError(f"{run_dir} holds no speaker or director adapter for "
                               f"{', '.join(p.name for p in packs)}: nothing to put live.")
