@@ -238,7 +238,6 @@ def render_admin_tab(settings: Settings, engine: Engine | None = None) -> None:
         return f"**{runner.cancel(job.id).state.capitalize()}.**"
 
     def refresh(stg: str, rec: str, out: str, key: str | None, shown: Any) -> tuple[Any, ...]:
-        runner.pump()
         job = training_job(runner)
         folder = follow_dir(job, rec, out, settings, stg)
         events = read_progress(folder / "progress.jsonl") if folder else []

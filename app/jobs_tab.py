@@ -172,8 +172,7 @@ def render_jobs_tab(settings: Settings) -> None:
         return f"Job `{job.id}` launched ({job.state}).", rows, gr.Dropdown(choices=ids, value=job.id)
 
     def refresh_table() -> tuple[list[list[Any]], list[str]]:
-        runner.pump()
-        jobs = runner.jobs()
+        jobs = runner.jobs()  # the shared runner's thread keeps states and the queue moving
         return job_rows(jobs), [j.id for j in jobs]
 
     def signature(job_id: str | None, key: str | None) -> list[Any] | None:

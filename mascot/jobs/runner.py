@@ -3,7 +3,8 @@
 Every job runs in its own process group through `python -m mascot.jobs.wrap`, which writes the command's exit
 status to `<job folder>/exit.json` when it ends, so a runner that restarted (or another app process) still
 learns how a job it did not start ended. One heavy job runs at a time; the others wait in the queue and the
-next starts when `pump()` (called by every read of the console) sees the machine free.
+next starts when `pump()` sees the machine free (the app's shared runner pumps every 2 s in a thread; the CLI
+pumps on each command).
 
     runner = JobRunner("sqlite:///data/jobs.db", "runs/jobs")
     job = runner.submit("eval", ["--systems", "zero-shot", "--limit", "2"])
