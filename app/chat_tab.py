@@ -273,9 +273,9 @@ class ChatHandlers:
         lines = [f"**Model:** {html.escape(info.model)} · {info.kind} · {info.device} {info.dtype}"]
         live = self.engine.live.get(session.live_version)
         loaded = self.engine.backend.adapters
-        trained = [p.name for p in session.pack.personas if live.names.get(p.key, f"speaker-{p.key}") in loaded]
+        trained = [p.name for p in session.pack.personas if live.speaker_adapter(p) in loaded]
         lines.append("**Trained speakers:** " + (", ".join(trained) if trained else "none (prompted base model)"))
-        lines.append("**Director adapter:** " + ("loaded" if live.names.get("director", "director") in loaded else "none"))
+        lines.append("**Director adapter:** " + ("loaded" if live.director_adapter in loaded else "none"))
         lines.append(f"**Live run:** {html.escape(live.label)}")
         selector, note = self.engine.selector() if session.replies == "careful" else (None, "")
         lines.append(f"⚠️ {html.escape(note)} Showing the first draw." if note else

@@ -16,7 +16,7 @@ from mascot.backends import Backend
 from mascot.errors import ConfigError, MascotError
 from mascot.files.checkpoints import base_model_of, director_adapter_dir, is_adapter, speaker_adapter_dir
 from mascot.group.director import DIRECTOR_ADAPTER
-from mascot.group.personas import PersonaPack
+from mascot.group.personas import Persona, PersonaPack
 from mascot.group.speaker import adapter_name
 
 
@@ -31,6 +31,14 @@ class LiveRun:
     @property
     def label(self) -> str:
         return f"{self.run_dir.name if self.run_dir else 'no run'} (v{self.version})"
+
+    def speaker_adapter(self, persona: Persona) -> str:
+        """The backend name of `persona`'s adapter in this version."""
+        return self.names.get(persona.key) or adapter_name(persona)
+
+    @property
+    def director_adapter(self) -> str:
+        return self.names.get("director", DIRECTOR_ADAPTER)
 
 
 def run_adapters(run_dir: Path, packs: list[PersonaPack]) -> dict[str, tuple[str, Path]]:
