@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import statistics
 import time
 from pathlib import Path
@@ -72,7 +70,9 @@ def main() -> None:
         for stems in ([False, True] if args.stems else [False]):
             rows.append(run(engine, pack, n, messages, stems))
             print(json.dumps(rows[-1]), flush=True)
-    out = {"machine": {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count()},
+    from mascot.backends.llamacpp.calibrate import machine
+
+    out = {"machine": machine(),
            "backend": engine.backend.info().model, "load_s": round(load_s, 1), "warm_up_s": round(warm_s, 1),
            "rows": rows}
     if args.json:

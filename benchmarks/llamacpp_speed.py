@@ -12,9 +12,10 @@ Reported per engine:
   three-speaker group turn (round-robin director: three speakers, no director call);
 - batched generation throughput vs one-at-a-time (16 speaker prompts through one adapter, the speakers'
   own sampling settings and 64-token budget; one-at-a-time reuses each call's cached persona prefix), and the
-  same for 16 samples of one prompt (Stage-1 candidate generation);
+  same for 16 samples of one prompt (Stage-1 candidate generation) and for 8 (best-of-N selection);
 - peak RSS with all persona adapters loaded.
-Targets: decode >= 0.85x plain, first token <= 0.5 s, group turn <= 4 s, batched >= 2x one-at-a-time.
+Targets: decode >= 0.95x plain, first token <= 0.4 s, group turn <= 4 s, 16 different prompts batched >= 2x
+one-at-a-time, 8 samples of one prompt >= 3x. The CPU model and SIMD flags are written with the figures.
 
     HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/llamacpp_speed.py [--rounds 3] [--json runs/bench/llamacpp.json]
 """
@@ -138,11 +139,12 @@ def group_turns(backend: Any, rounds: int, mode: str) -> dict[str, float]:
 def batched(backend: Any, prompts: list, params: Any, prefix: str = "") -> dict[str, float]:
     """Tokens/s for the same chats as one generate() call vs one call each, through Anchor's adapter, as
     Speaker.reply_batch groups a rollout step by adapter. Two workloads: Anchor's replies to 16 scenarios
-    (rollouts, evaluation), and 16 samples of one chat (Stage-1 candidate generation: K replies per context)."""
+    (rollouts, evaluation), 16 samples of one chat (Stage-1 candidate generation: K replies per context), and 8
+    samples of one chat (best-of-N selection)."""
     chats = [c for _, c in prompts]
     backend.generate(chats[:2], params.with_(max_new_tokens=4), adapter="speaker-anchor")  # warm-up
     out: dict[str, float] = {"batch": len(chats)}
-    for name, work in (("", chats), ("same_prompt_", [chats[0]] * len(chats))):
+    for name, work in (("", chats), ("same_prompt_", [chats[0]] * len(chats)), ("samples8_", [chats[0]] * 8)):
         t = time.perf_counter()
         one = sum(backend.generate([c], params.with_(seed=100 + i), adapter="speaker-anchor")[0].completion_tokens
                   for i, c in enumerate(work))
@@ -188,6 +190,9 @@ def measure(kind: str, rounds: int, mode: str, threads: int | None, options: dic
         row.update(batched(obj, speaker_prompts(16, "anchor"), engine_params))
         row["threads"] = getattr(obj, "threads", None) or __import__("torch").get_num_threads()
         row["calibration_steps_per_s"] = getattr(obj, "calibration", {})
+        formats = getattr(obj, "formats", None)
+        if formats is not None:
+            row["formats"] = {"chosen": formats.describe(), "tok_s": formats.rates, "unservable": formats.unservable}
     row["adapters"] = len(getattr(obj, "adapters", {}))
     row["weights"] = getattr(obj, "weights", "Q4_1 file" if kind == "plain" else "bf16")
     if getattr(obj, "decode_weights", row["weights"]) != row["weights"]:
@@ -240,7 +245,7 @@ def main() -> None:
     plain = next((r for r in rows if r["kind"] == "plain"), None)
     cols = ["kind", "weights", "threads", "adapters", "decode_tok_s", "speaker_prompt_first_token_s", "first_token_s",
             "group_turn_s", "speakers_per_turn", "rr_first_token_s", "rr_group_turn_s", "rr_speakers_per_turn", "one_at_a_time_tok_s", "batched_tok_s", "batched_speedup",
-            "same_prompt_batched_speedup", "peak_rss_mb"]
+            "same_prompt_batched_speedup", "samples8_batched_speedup", "peak_rss_mb"]
     print(f"\nload average before: {load_before}, after: {os.getloadavg()} ({os.cpu_count()} CPUs)")
     print("| " + " | ".join(cols) + " | decode vs plain |\n|" + "---|" * (len(cols) + 1))
     for r in rows:
@@ -248,7 +253,10 @@ def main() -> None:
         print("| " + " | ".join(fmt(r.get(c)) for c in cols) + f" | {fmt(ratio)} |")
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps({"load_before": load_before, "load_after": os.getloadavg(), "rows": rows}, indent=2))
+        from mascot.backends.llamacpp.calibrate import machine
+
+        Path(args.json).write_text(json.dumps({"machine": machine(), "load_before": load_before,
+                                               "load_after": os.getloadavg(), "rows": rows}, indent=2))
 
 
 if __name__ == "__main__":

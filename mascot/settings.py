@@ -44,7 +44,7 @@ class Settings:
     safety_log: str = ""  # default: data_dir/safety_events.sqlite
     safety_llm_judge: bool = False  # an LLM second opinion on gray-zone messages (openai/vllm backends only)
     llamacpp_weights: str = "auto"  # auto | bf16 | q8_0 | native | f32
-    llamacpp_decode_weights: str = "native"  # native | q8_0 | f32 | same
+    llamacpp_decode_weights: str = "auto"  # auto | native | q8_0 | bf16 | f32 | same
     llamacpp_threads: int = 0  # 0: calibrated at load
     llamacpp_omp_wait_policy: str = ""  # OpenMP wait policy while llama.cpp starts its thread pool
     llamacpp_probe: bool = True  # check once (cached) that the llama.cpp build runs on this CPU

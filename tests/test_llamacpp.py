@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -15,7 +14,6 @@ from mascot.backends import GenerationParams, load_backend, resolve_kind
 from mascot.backends.llamacpp import LlamaCppBackend
 from mascot.backends.llamacpp.check import load_hf_base, logit_change_correlation, random_lora, scaled_adapter
 from mascot.backends.llamacpp.lora import BaseShape, convert_lora
-from mascot.backends.llamacpp.weights import resolve_weights
 from mascot.errors import BackendError
 
 CKPT = Path(__file__).resolve().parents[1] / "checkpoints" / "tiny-cpu" / "speakers"
@@ -115,6 +113,31 @@ def test_batched_generation_matches_one_at_a_time(llm):
 
 
 @pytest.mark.model
+def test_samples_of_one_prompt_share_one_prefill_and_match_one_at_a_time_by_seed():
+    """Best-of-N on one prompt: one `generate` call prefills the prompt once and forks it to every sequence
+    (N decodes, not N prefills), and sample i (seed s + i) is the one-at-a-time sample with seed s + i. On one
+    weight format throughout: a reply's prompt on other weights shifts every probability a little, which moves
+    a seeded draw to another token (the calibrated default may batch and prefill on different formats)."""
+    llm = LlamaCppBackend("embedded", n_ctx=1024, n_seq=2, weights="q8_0", decode_weights="same")
+    llm.add_adapter("speaker-anchor", str(CKPT / "anchor"))
+    params = GenerationParams(max_new_tokens=24, temperature=0.7, top_p=0.9, seed=40)
+    decoded: list[int] = []
+    decode = llm._decode
+    llm._decode = lambda entries, ctx=None, batch=None: decoded.append(len(entries)) or decode(entries, ctx, batch)
+    batched = llm.generate([MSG] * 8, params, adapter="speaker-anchor")
+    prompt = batched[0].prompt_tokens
+    generated = sum(c.completion_tokens + (c.finish_reason == "stop") for c in batched)
+    # the prompt but its last token once, its last token per sequence, then each sampled token but the last
+    assert sum(decoded) == (prompt - 1) + 8 + generated - 8
+    single = [llm.generate([MSG], params.with_(seed=40 + i), adapter="speaker-anchor")[0] for i in range(8)]
+    assert len({c.text for c in batched}) >= 6, "different seeds draw different samples"
+    same = [b.text == s.text for b, s in zip(batched, single)]
+    assert sum(same) >= 6, [(b.text, s.text) for b, s in zip(batched, single)]
+    for b, s in zip(batched, single):  # where kernel rounding flips a near-tie, only after a common start
+        assert b.token_ids[:4] == s.token_ids[:4], (b.text, s.text)
+
+
+@pytest.mark.model
 def test_draws_from_different_prefills_in_one_call_match_one_at_a_time(llm):
     """Best-of-N from different reply stems: one `generate_prefilled` call shares the chat's prefix, each draw
     continues its own stem, and each matches the one-at-a-time draw with that prefill (as above: within 0.5 nats
@@ -132,10 +155,11 @@ def test_draws_from_different_prefills_in_one_call_match_one_at_a_time(llm):
 
 
 @pytest.mark.model
-def test_continuous_batching_answers_more_chats_than_slots_in_order(llm, monkeypatch):
+def test_continuous_batching_answers_more_chats_than_slots_in_order(monkeypatch):
     """Six chats on four batch slots, then on a KV budget that holds only two at once: finished replies hand
     their slot (which holds the shared card) to the next chat, and every chat gets its own reply, in order, as
-    good as one-at-a-time for that chat."""
+    good as one-at-a-time for that chat (one weight format throughout, so the scores compare like with like)."""
+    llm = LlamaCppBackend("embedded", n_ctx=1024, n_seq=4, weights="q8_0", decode_weights="same")
     monkeypatch.setattr(llm, "batch_seqs", 4)
     monkeypatch.setattr(llm, "_batch_cells", llm._batch_cells)
     topics = ["my driving test", "my birthday", "bananas and trains", "my new job", "the rain", "my old dog"]
@@ -217,14 +241,18 @@ def test_auto_resolves_to_llamacpp_on_cpu_and_registry_lists_it(tiny_model_dir):
 
 # ---------------------------------------------------------------- weight formats
 @pytest.mark.model
-def test_default_weights_follow_the_cpu(llm):
-    """`auto` serves bfloat16 where this llama.cpp build reports AVX512-BF16 kernels, Q8_0 elsewhere."""
-    info = llm.ll.llama_print_system_info().decode()
-    assert llm.weights == ("bf16" if "AVX512_BF16 = 1" in info else "q8_0")
-    assert llm.path != llm.source and llm.path.name.endswith(f"-{llm.weights}-v1.gguf")
-    assert resolve_weights("auto", llm.ll) == llm.weights and resolve_weights("native", llm.ll) == "native"
-    fake = SimpleNamespace(llama_print_system_info=lambda: b"CPU : AVX2 = 1 | AVX512 = 1 | AVX512_BF16 = 0 |")
-    assert resolve_weights("auto", fake) == "q8_0"
+def test_default_weights_follow_the_measured_formats(llm):
+    """`auto` serves what this machine's format calibration measured fastest per job: prompts on its prefill
+    winner, single replies on its decode winner, batches on the faster of the two loaded models."""
+    f = llm.formats
+    assert f is not None and f.source in ("cached", "measured")
+    assert llm.weights == f.prefill and llm.decode_weights == f.decode
+    assert llm.batch_weights == f.batch and llm._batch_flash_attn == f.batch_flash_attn
+    if llm.weights != "native":
+        assert llm.path != llm.source and llm.path.name.endswith(f"-{llm.weights}-v1.gguf")
+    assert (llm._dmodel is not None) == (f.decode != f.prefill)
+    out = llm.generate([MSG, MSG], GREEDY, adapter="speaker-anchor")  # the batch context on its model, adapter set
+    assert all(o.text for o in out)
 
 
 @pytest.mark.model
@@ -242,12 +270,15 @@ def test_reencoded_weights_keep_the_models_predictions(weights):
 
 
 @pytest.mark.model
-def test_single_replies_decode_on_the_files_weights_after_a_q8_0_prompt(llm):
-    """By default a single reply's prompt is decoded on the main weights (Q8_0 or bfloat16) and its keys and values handed to a second model on
-    the file's Q4_1 weights, which decodes the rest: the handed-over cache predicts like a Q4_1 prefill, with or
-    without an adapter (set on the decoder too)."""
+def test_single_replies_decode_on_the_files_weights_after_a_q8_0_prompt(strong):
+    """With `decode_weights=native` a single reply's prompt is decoded on the main weights (Q8_0 or bfloat16) and its keys and values handed to
+    a second model on the file's Q4_1 weights, which decodes the rest: the handed-over cache predicts like a Q4_1
+    prefill, with or without an adapter (set on the decoder too)."""
+    llm = LlamaCppBackend("embedded", n_ctx=1024, n_seq=4, weights="q8_0", decode_weights="native")
+    for key in ("anchor", "beacon"):
+        llm.add_adapter(f"speaker-{key}", strong[key].as_posix())
     assert llm.decode_weights == "native" and llm._decoder is not None
-    native = LlamaCppBackend("embedded", n_ctx=1024, n_seq=1, weights="native")
+    native = LlamaCppBackend("embedded", n_ctx=1024, n_seq=1, weights="native", decode_weights="same")
     prompt = llm.tokenize(llm.render(MSG))
     for adapter in (None, "speaker-anchor"):
         if adapter:
@@ -275,7 +306,7 @@ def test_single_replies_decode_on_the_files_weights_after_a_q8_0_prompt(llm):
 def test_refused_hand_over_falls_back_to_the_main_weights(strong, monkeypatch):
     """If llama.cpp refuses the rewritten state, the reply is still generated (on the main weights) and later
     replies stop trying the decoder."""
-    backend = LlamaCppBackend("embedded", n_ctx=1024, n_seq=2)
+    backend = LlamaCppBackend("embedded", n_ctx=1024, n_seq=2, weights="q8_0", decode_weights="native")
     backend.add_adapter("speaker-anchor", str(strong["anchor"]))
     want = backend.generate([MSG], GREEDY, adapter="speaker-anchor")[0]
     monkeypatch.setattr(backend.ll, "llama_state_seq_set_data", lambda *a: 0)
@@ -285,7 +316,7 @@ def test_refused_hand_over_falls_back_to_the_main_weights(strong, monkeypatch):
     assert backend._decoder is None and backend.decode_weights == backend.weights
     same = LlamaCppBackend("embedded", n_ctx=1024, n_seq=1, decode_weights="same")
     assert same._decoder is None and same.decode_weights == same.weights
-    with pytest.raises(BackendError, match="same, native, q8_0, bf16, f32"):
+    with pytest.raises(BackendError, match="auto, same, native, q8_0, bf16, f32"):
         LlamaCppBackend("embedded", n_ctx=1024, n_seq=1, decode_weights="q2_k")
 
 

@@ -119,13 +119,12 @@ if __name__ == "__main__":  # `python -m mascot.files.model_files`: prepare the 
     settings = Settings.from_env()
     use_cache_dir(settings.cache_dir)
     print(embedded_model_dir())
-    from mascot.backends.llamacpp.recode import recode_gguf
-    from mascot.backends.llamacpp.runtime import import_llama_cpp
-    from mascot.backends.llamacpp.weights import resolve_weights
+    import os
 
-    # the llama.cpp backend's served weights (`auto`: what this CPU runs fastest)
-    ll = import_llama_cpp(settings.llamacpp_omp_wait_policy)
-    print(recode_gguf(embedded_gguf(), resolve_weights(settings.llamacpp_weights, ll), settings.cache_dir))
+    from mascot.backends.llamacpp.calibrate import calibrate, table
+
+    # the llama.cpp backend's weight formats, measured per job on this machine (re-encoded files included)
+    print(table(calibrate(embedded_gguf(), len(os.sched_getaffinity(0)), settings.cache_dir)))
     from mascot.safety.classifier import load_classifier
 
     for name in ("messages", "replies"):  # the crisis detector's encoders, their LoRA merged once

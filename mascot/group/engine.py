@@ -43,7 +43,7 @@ class EngineConfig:
     run: str | None = None
     cache_dir: str | None = None  # converted models and GGUF LoRAs (Settings.cache_dir)
     llamacpp_weights: str = "auto"
-    llamacpp_decode_weights: str = "native"
+    llamacpp_decode_weights: str = "auto"
     llamacpp_threads: int = 0  # 0: calibrated at load
     llamacpp_omp_wait_policy: str = ""
     llamacpp_probe: bool = True

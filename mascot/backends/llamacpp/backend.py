@@ -7,14 +7,15 @@ composed of one mixin per concept, each in its own module of this package:
 - `contexts.py` (`KVContexts`): the model, its weights loaded once, and a context per job, each with its own
   KV cache: the chat context (per-adapter-set cache slots, prefix reuse within one adapter set), the batch
   context (the persona card decoded once and shared by every sequence), the decoder (a second model on the
-  file's own weights that a single reply's keys and values are handed over to) and the scoring context;
+  decode format that a single reply's keys and values are handed over to) and the scoring context;
 - `template.py` (`ChatTemplate`): the GGUF's own chat template, rendered and tokenized;
 - `sampling.py` (`TokenLoop`): llama.cpp's sampler chain and the step-by-step decode loop with continuous
   batching (a finished reply hands its slot to the next chat);
 - `scoring.py` (`Scoring`): all continuations of one prompt scored in one decode call;
 - `runtime.py` (`ThreadCalibration`, `import_llama_cpp`): llama.cpp's OpenMP runtime under its own wait policy,
   and the decode thread count calibrated at load;
-- `weights.py`: the GGUF file and the weight format served (`weights`, `decode_weights`); `recode.py` re-encodes;
+- `weights.py`: the GGUF file and the weight format served per job (`weights`, `decode_weights`), chosen by
+  `calibrate.py`'s measurements on this machine; `recode.py` re-encodes;
 - `lora.py`: PEFT LoRA folders converted to GGUF LoRAs, cached by content hash.
 
 Nothing here reads the environment: the options come as arguments (`mascot.settings.Settings.backend_options`
@@ -44,15 +45,15 @@ from mascot.backends.llamacpp.template import ChatTemplate
 from mascot.backends.llamacpp.weights import (
     DEFAULT_DECODE_WEIGHTS,
     DEFAULT_WEIGHTS,
+    choose_formats,
     load_model,
     resolve_gguf,
-    resolve_weights,
 )
 from mascot.errors import BackendError
 
 log = logging.getLogger(__name__)
 
-__all__ = ["LlamaCppBackend", "import_llama_cpp", "resolve_gguf", "resolve_weights"]
+__all__ = ["LlamaCppBackend", "import_llama_cpp", "resolve_gguf"]
 
 
 class LlamaCppBackend(ChatTemplate, KVContexts, TokenLoop, Scoring, ThreadCalibration, Backend):
@@ -73,9 +74,10 @@ class LlamaCppBackend(ChatTemplate, KVContexts, TokenLoop, Scoring, ThreadCalibr
         self.cache_dir = Path(cache_dir) if cache_dir else None
         self.model_name = model
         self.source = resolve_gguf(model)
-        self.weights = resolve_weights(weights or DEFAULT_WEIGHTS, self.ll)
-        self.path = recode_gguf(self.source, self.weights, self.cache_dir)
         self.cores = len(os.sched_getaffinity(0))
+        self.weights, decode_weights, self.formats = choose_formats(
+            weights or DEFAULT_WEIGHTS, decode_weights or DEFAULT_DECODE_WEIGHTS, self.source, self.cores, self.cache_dir)
+        self.path = recode_gguf(self.source, self.weights, self.cache_dir)
         self.threads = threads or self.cores
         self.n_seq, self.n_ctx_seq, self.n_batch = n_seq, n_ctx, n_batch
         # generate(batch): up to `batch_seqs` sequences at once in one shared pool of `batch_cells` KV cells
@@ -98,7 +100,13 @@ class LlamaCppBackend(ChatTemplate, KVContexts, TokenLoop, Scoring, ThreadCalibr
         self.mem = self._ctx.memory
         self._batch = self.ll.llama_batch_init(n_batch, 0, 1)
         self._decoder: Any = None  # (model, context, its pointer, its memory) for single-reply decoding
-        self.decode_weights = self._load_decoder(decode_weights or DEFAULT_DECODE_WEIGHTS)
+        self._dmodel: Any = None  # the decoder's model, kept while any context runs on it
+        self._on_decoder: set[int] = set()  # addresses of the contexts on the decoder's model (its adapter handles)
+        self.decode_weights = self._load_decoder(decode_weights)
+        # batches on whichever loaded model the calibration measured faster for them, flash attention as measured
+        self.batch_weights = self.decode_weights if (self.formats and self._dmodel is not None
+                                                     and self.formats.batch == self.decode_weights) else self.weights
+        self._batch_flash_attn: bool | None = self.formats.batch_flash_attn if self.formats else None
         self._lora: dict[str, Any] = {}
         self._dlora: dict[str, Any] = {}  # the same adapters loaded against the decoder's model
         self._gguf_adapters: dict[str, str] = {}
@@ -142,9 +150,9 @@ class LlamaCppBackend(ChatTemplate, KVContexts, TokenLoop, Scoring, ThreadCalibr
             gguf_path = src
         with self._lock:
             handle = self.ll.llama_adapter_lora_init(self._model.model, str(gguf_path).encode())
-            dhandle = (self.ll.llama_adapter_lora_init(self._decoder[0].model, str(gguf_path).encode())
-                       if handle and self._decoder is not None else None)
-        if not handle or (self._decoder is not None and not dhandle):
+            dhandle = (self.ll.llama_adapter_lora_init(self._dmodel.model, str(gguf_path).encode())
+                       if handle and self._dmodel is not None else None)
+        if not handle or (self._dmodel is not None and not dhandle):
             raise BackendError(f"Adapter {name!r}: llama.cpp refused {gguf_path} (a LoRA for another base model or "
                                "architecture, or a corrupt file). Convert it from a PEFT folder trained on this model.")
         self._lora[name] = handle
@@ -354,6 +362,8 @@ class LlamaCppBackend(ChatTemplate, KVContexts, TokenLoop, Scoring, ThreadCalibr
 
     def info(self) -> BackendInfo:
         weights = self.weights if self.decode_weights == self.weights else f"{self.weights}, decoding {self.decode_weights}"
+        if self.batch_weights != self.weights:
+            weights += f", batches on {self.batch_weights}"
         return BackendInfo("llamacpp", f"{self.model_name} ({self.source.name}, weights {weights})", f"cpu ×{self.threads}",
                            # llama.cpp's description without a size it only guessed ("llama 256M (guessed) Q8_0" for 135M)
                            re.sub(r"\s*[\d.]+[KMBT]?\s*\(guessed\)", "", self._model.desc()),

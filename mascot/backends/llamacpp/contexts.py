@@ -49,12 +49,16 @@ class KVContexts:
     `n_vocab`, `cache_dir` and the state `__init__` sets up (`ctx`, `mem`, `_batch`, `_slots`, `_lru`, ...)."""
 
     # ---------------------------------------------------------------- contexts
-    def _context(self, model: Any, cells: int, seqs: int, unified: bool) -> Any:
+    def _context(self, model: Any, cells: int, seqs: int, unified: bool, flash_attn: bool | None = None) -> Any:
         """A llama.cpp context on `model` with `cells` KV cells for up to `seqs` sequences (one pool, or one
-        stream per sequence), n_batch tokens per decode call and this backend's threads."""
+        stream per sequence), n_batch tokens per decode call and this backend's threads; flash attention on,
+        off, or (None) as llama.cpp decides."""
         from llama_cpp import _internals
 
         cparams = self.ll.llama_context_default_params()
+        if flash_attn is not None:
+            cparams.flash_attn_type = (self.ll.LLAMA_FLASH_ATTN_TYPE_ENABLED if flash_attn
+                                       else self.ll.LLAMA_FLASH_ATTN_TYPE_DISABLED)
         cparams.n_ctx = cells
         cparams.n_batch = cparams.n_ubatch = self.n_batch
         cparams.n_seq_max = seqs
@@ -63,18 +67,24 @@ class KVContexts:
         cparams.no_perf = True
         return _internals.LlamaContext(model=model, params=cparams, verbose=False)
 
-    def _unified_context(self, cells: int, seqs: int, seqs_per_token: int) -> tuple[Any, Any, Any, Any]:
-        """(context, its pointer, its memory, a token batch) with one KV pool shared by `seqs` sequences."""
-        ctx = self._context(self._model, cells, seqs, unified=True)
+    def _unified_context(self, cells: int, seqs: int, seqs_per_token: int, model: Any = None,
+                         flash_attn: bool | None = None) -> tuple[Any, Any, Any, Any]:
+        """(context, its pointer, its memory, a token batch) with one KV pool shared by `seqs` sequences, on the
+        main model or `model`."""
+        ctx = self._context(model or self._model, cells, seqs, unified=True, flash_attn=flash_attn)
+        if model is not None and model is self._dmodel:
+            self._on_decoder.add(int(ctx.ctx))
         return ctx, ctx.ctx, ctx.memory, self.ll.llama_batch_init(self.n_batch, 0, seqs_per_token)
 
     def _batch_context(self) -> Any:
         """A context for `generate(batch)`, on the same weights: one unified KV buffer that every sequence of a
         call shares (the persona prefix is decoded once and tagged to each sequence, not copied), cleared per
         call. Decoding eight sequences together took 31-34 ms a step here, against 54 ms in the per-sequence
-        streams of the chat's context (benchmarks/llamacpp_speed.py reports the throughput)."""
+        streams of the chat's context (benchmarks/llamacpp_speed.py reports the throughput). It runs on the model
+        and with the flash-attention setting the format calibration measured fastest for batches."""
         if self._batcher is None:
-            self._batcher = self._unified_context(self._batch_cells, self.batch_seqs, 1)
+            model = self._dmodel if self.batch_weights != self.weights and self._dmodel is not None else None
+            self._batcher = self._unified_context(self._batch_cells, self.batch_seqs, 1, model, self._batch_flash_attn)
         return self._batcher
 
     # ------------------------------------------------------------- the decoder
@@ -90,6 +100,8 @@ class KVContexts:
         model = load_model(self.ll, path, self.source)
         ctx = self._context(model, self.n_ctx_seq, 1, unified=False)
         self._decoder = (model, ctx, ctx.ctx, ctx.memory)
+        self._dmodel = model
+        self._on_decoder.add(int(ctx.ctx))
         self._state = (ctypes.c_uint8 * 0)()
         return decode_weights
 
@@ -137,7 +149,7 @@ class KVContexts:
         if adapter is None:
             rc = self.ll.llama_set_adapters_lora(ctx, None, 0, None)
         else:
-            handles = self._dlora if self._decoder is not None and key == int(self._decoder[2]) else self._lora
+            handles = self._dlora if key in self._on_decoder else self._lora
             arr = (self.ll.llama_adapter_lora_p_ctypes * 1)(handles[adapter])
             rc = self.ll.llama_set_adapters_lora(ctx, arr, 1, (ctypes.c_float * 1)(1.0))
         if rc != 0:

@@ -1,47 +1,55 @@
-"""Which GGUF file the llamacpp backend serves, and in which weight format.
+"""Which GGUF file the llamacpp backend serves, and in which weight format for each job.
 
-`weights` (how prompts, batches and scoring are served): `q8_0` re-encodes low-bit (Q4/Q5) weights once to
-Q8_0, whose CPU kernels prefill about 2x faster than Q4_1; `bf16` to bfloat16, faster still for batches where
-the CPU has AVX512-BF16; `auto` (the default) picks bf16 there and q8_0 elsewhere; `native` serves the file as
-it is; `f32` the exact de-quantised weights, for checks. The re-encoding itself is `recode.py`.
-
-`decode_weights` (what a streamed single reply decodes on after its prompt): Q8_0 prefills faster, but one
-token at a time the file's own Q4_1 weights decode faster (less memory per token: about 96 vs 82 tokens/s
-here). With `native` (the default) a second model on the file's weights takes over each single reply after the
-prompt (`contexts.py` hands its keys and values over); batches and scoring stay on the main weights. `same`: no
-second model.
+`weights` (how prompts, batches and scoring are served) and `decode_weights` (what a streamed single reply
+decodes on after its prompt) each take a format of `recode.TARGETS`: `native` (the file as it is, Q4_1 for the
+embedded model), `q8_0`, `bf16` or `f32` (the exact de-quantised weights, for checks), or `auto` (the default
+for both): the format measured fastest for that job on this machine (`calibrate.py`, cached per llama.cpp
+build and CPU). Where the two differ, a second model on `decode_weights` takes over each single reply after
+the prompt (`contexts.py` hands its keys and values over), and batches run on whichever of the two models was
+measured faster for them. `decode_weights=same`: no second model.
 """
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any
 
+from mascot.backends.llamacpp.calibrate import FormatChoice, cached_choice, calibrate
 from mascot.backends.llamacpp.recode import TARGETS
 from mascot.errors import BackendError
 from mascot.files.model_files import EMBEDDED, EMBEDDED_NAME, embedded_gguf
 
 DEFAULT_WEIGHTS = "auto"
-DEFAULT_DECODE_WEIGHTS = "native"
+DEFAULT_DECODE_WEIGHTS = "auto"
 
 
-def resolve_weights(weights: str, ll: Any) -> str:
-    """The weight format to serve: `auto` becomes `bf16` where this llama.cpp build runs AVX512-BF16 kernels (its
-    bfloat16 batches beat Q8_0 there, and it stays closer to the file) and `q8_0` elsewhere (without the
-    instruction set bfloat16 is converted in software and is slower)."""
-    if weights == "auto":
-        info = ll.llama_print_system_info().decode(errors="replace")
-        return "bf16" if re.search(r"\bAVX512_BF16 = 1\b", info) else "q8_0"
-    if weights not in TARGETS:
+def choose_formats(weights: str, decode_weights: str, source: Path, threads: int,
+                   cache_dir: str | Path | None) -> tuple[str, str, FormatChoice | None]:
+    """(prompt weights, decode weights, the calibration behind them or None) for the options as given.
+
+    `auto` asks the calibration (measured once, then a file read); a forced format that the calibration found
+    this build cannot serve is refused with the formats it can."""
+    if weights not in ("auto", *TARGETS):
         raise BackendError(f"Unknown llama.cpp weight format {weights!r}; valid: auto, {', '.join(TARGETS)} "
                            "(the `weights` option, MASCOT_LLAMACPP_WEIGHTS).")
-    return weights
+    check_decode_weights(decode_weights)
+    auto = "auto" in (weights, decode_weights)
+    choice = calibrate(source, threads, cache_dir) if auto else cached_choice(source, threads, cache_dir)
+    for option, fmt in (("weights", weights), ("decode_weights", decode_weights)):
+        if choice is not None and fmt in choice.unservable:
+            raise BackendError(f"llama.cpp weight format {fmt!r} (the `{option}` option) cannot be served on this "
+                               f"machine: {choice.unservable[fmt]}. Formats this build serves here: "
+                               f"auto, {', '.join(choice.servable())}.")
+    if not auto:
+        return weights, decode_weights, None
+    assert choice is not None
+    return (choice.prefill if weights == "auto" else weights,
+            choice.decode if decode_weights == "auto" else decode_weights, choice)
 
 
 def check_decode_weights(decode_weights: str) -> None:
-    if decode_weights != "same" and decode_weights not in TARGETS:
-        raise BackendError(f"Unknown llama.cpp decode weights {decode_weights!r}; valid: same, {', '.join(TARGETS)} "
+    if decode_weights not in ("auto", "same", *TARGETS):
+        raise BackendError(f"Unknown llama.cpp decode weights {decode_weights!r}; valid: auto, same, {', '.join(TARGETS)} "
                            "(the `decode_weights` option, MASCOT_LLAMACPP_DECODE_WEIGHTS).")
 
 
