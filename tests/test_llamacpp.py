@@ -107,8 +107,8 @@ def test_batched_generation_matches_one_at_a_time(llm):
         # the probe: a reply written for another chat (the haiku) scores far lower under the driving-test chat
         own, foreign = llm.score(chats[0], [batched[0].text, batched[2].text], params, adapter=adapter)
         assert foreign < own - 5.0, (adapter, batched[0].text, batched[2].text)
-        # the batch context keeps the shared card for the next call through the same adapter, and only that one
-        assert llm._batch_prefix[0] == adapter and len(llm._batch_prefix[1]) > 32
+        # the batch context keeps the shared card for the next call through the same adapter, apart from other adapters'
+        assert len(llm._parked[adapter][1]) > 32
         assert [c.text for c in llm.generate(chats, params, adapter=adapter)][:1] == [batched[0].text]
 
 
@@ -135,6 +135,39 @@ def test_samples_of_one_prompt_share_one_prefill_and_match_one_at_a_time_by_seed
     assert sum(same) >= 6, [(b.text, s.text) for b, s in zip(batched, single)]
     for b, s in zip(batched, single):  # where kernel rounding flips a near-tie, only after a common start
         assert b.token_ids[:4] == s.token_ids[:4], (b.text, s.text)
+
+
+@pytest.mark.model
+def test_each_adapter_keeps_its_batch_prefix_while_others_run(strong, monkeypatch):
+    """Speakers take turns through the batch context (a careful turn: Anchor's draws, then Beacon's, then
+    Anchor's again): each adapter's prompt prefix is kept apart, so a returning adapter prefills only what is new,
+    its replies are those of a backend that never ran another adapter, and an unloaded adapter's prefix goes."""
+    def backend() -> LlamaCppBackend:
+        b = LlamaCppBackend("embedded", n_ctx=1024, n_seq=2, weights="q8_0", decode_weights="same")
+        for key, path in strong.items():
+            b.add_adapter(f"speaker-{key}", str(path))
+        return b
+
+    llm, fresh = backend(), backend()
+    params = GREEDY.with_(max_new_tokens=8)
+    pair = [MSG, MSG]
+    want = fresh.generate(pair, params, adapter="speaker-anchor")
+    llm.generate(pair, params, adapter="speaker-anchor")
+    llm.generate(pair, params, adapter="speaker-beacon")
+    assert set(llm._parked) == {"speaker-anchor", "speaker-beacon"}
+    decoded: list[int] = []
+    decode = llm._decode
+    monkeypatch.setattr(llm, "_decode", lambda e, ctx=None, batch=None: decoded.append(len(e)) or decode(e, ctx, batch))
+    again = llm.generate(pair, params, adapter="speaker-anchor")
+    prompt = again[0].prompt_tokens
+    assert [c.text for c in again] == [c.text for c in want]
+    assert sum(decoded) < prompt, "the kept prefix was not prefilled again"
+    monkeypatch.setattr(llm, "PARKS", 1)  # one kept prefix: the least recently used one is dropped
+    llm.generate(pair, params, adapter="speaker-beacon")
+    assert list(llm._parked) == ["speaker-beacon"]
+    assert [c.text for c in llm.generate(pair, params, adapter="speaker-anchor")] == [c.text for c in want]
+    llm.remove_adapter("speaker-anchor")
+    assert "speaker-anchor" not in llm._parked
 
 
 @pytest.mark.model
@@ -169,7 +202,7 @@ def test_continuous_batching_answers_more_chats_than_slots_in_order(monkeypatch)
     params = GREEDY.with_(max_new_tokens=12)
     single = [llm.generate([c], params)[0] for c in chats]
     batched = llm.generate(chats, params)
-    shared = len(llm._batch_prefix[1])
+    shared = len(llm._parked[None][1])
     assert shared > 0
     llm._batch_cells = shared + 2 * (max(len(llm._prompt(c, params)) for c in chats) - shared + 12)
     tight = llm.generate(chats, params)

@@ -116,7 +116,7 @@ class LlamaCppBackend(ChatTemplate, KVContexts, TokenLoop, Scoring, ThreadCalibr
         self._scorer: Any = None
         self._batcher: Any = None
         self._score_cache: tuple[str | None, list[int]] = (None, [])
-        self._batch_prefix: tuple[str | None, list[int]] = (None, [])
+        self._parked: dict[str | None, tuple[int, list[int]]] = {}  # adapter -> (batch sequence, prompt prefix kept)
         self._slots: list[tuple[str | None, list[int]]] = [(None, []) for _ in range(n_seq)]
         self._lru: list[int] = list(range(n_seq))
         self._lock = threading.RLock()
@@ -176,10 +176,8 @@ class LlamaCppBackend(ChatTemplate, KVContexts, TokenLoop, Scoring, ThreadCalibr
                 if key == name:
                     self.ll.llama_memory_seq_rm(self.mem, i, -1, -1)
                     self._slots[i] = (None, [])
-            if self._batch_prefix[0] == name:
-                self._batch_prefix = (None, [])
-                if self._batcher is not None:
-                    self.ll.llama_memory_clear(self._batcher[2], True)
+            if name in self._parked and self._batcher is not None:
+                self.ll.llama_memory_seq_rm(self._batcher[2], self._parked.pop(name)[0], -1, -1)
             if self._score_cache[0] == name:
                 self._score_cache = (None, [])
                 if self._scorer is not None:
@@ -211,61 +209,63 @@ class LlamaCppBackend(ChatTemplate, KVContexts, TokenLoop, Scoring, ThreadCalibr
         return self._generate_tokens([self._prompt(m, params.with_(prefill=p)) for m, p in batch], params, adapter)
 
     def _generate_tokens(self, prompts: list[list[int]], params: GenerationParams, adapter: str | None) -> list[Completion]:
-        """`generate` on token prompts: continuous batching on the batch context, the common prefix shared."""
+        """`generate` on token prompts: continuous batching on the batch context, the common prefix shared and
+        kept for this adapter's next call (`contexts.KVContexts._park`)."""
         results: list[Completion | None] = [None] * len(prompts)
         with self._lock:
             _, ctx, mem, lbatch = self._batch_context()
             self._activate(adapter, ctx)
-            key, cached = self._batch_prefix
-            self._batch_prefix = (adapter, [])  # until this call has finished
-            if key != adapter:
-                cached = []
+            cached = self._unpark(adapter, mem)
             slots = min(self.batch_seqs, len(prompts))
-            shared = self._share_prefix(prompts, slots, ctx, mem, lbatch, cached=cached)
-            need = [len(p) - shared + params.max_new_tokens for p in prompts]  # KV cells each one may take
-            room = self._batch_cells - shared
-            if max(need) > room:
-                raise BackendError(f"A prompt of {max(len(p) for p in prompts)} tokens plus {params.max_new_tokens} new ones "
-                                   f"does not fit the llamacpp batch context ({self._batch_cells} cells); shorten it.")
-            pending = list(range(len(prompts)))
-            free = list(range(slots))  # the sequences that hold the shared prefix
-            index: dict[int, int] = {}  # id(Seq) -> prompt index
+            done = False
             made: list[Seq] = []
-            used = 0
-
-            def refill(finished: list[Seq]) -> list[Seq]:
-                nonlocal used
-                for done in finished:
-                    i = index[id(done)]
-                    results[i] = Completion(done.text, len(done.prompt), len(done.out), done.finish, done.token_ids())
-                    self.ll.llama_memory_seq_rm(mem, done.seq_id, shared, -1)  # the shared prefix stays
-                    free.append(done.seq_id)
-                    used -= need[i]
-                new = []
-                while pending and free and used + need[pending[0]] <= room:
-                    i = pending.pop(0)
-                    seed = None if params.seed is None else params.seed + i
-                    s = Seq(free.pop(0), prompts[i], shared, self._sampler(params, seed, prompts[i]))
-                    index[id(s)] = i
-                    made.append(s)
-                    new.append(s)
-                    used += need[i]
-                return new
-
             try:
+                shared = self._share_prefix(prompts, slots, ctx, mem, lbatch, cached=cached)
+                need = [len(p) - shared + params.max_new_tokens for p in prompts]  # KV cells each one may take
+                room = self._batch_cells - shared - self._parked_cells()
+                while max(need) > room and self._evict_park(mem):
+                    room = self._batch_cells - shared - self._parked_cells()
+                if max(need) > room:
+                    raise BackendError(f"A prompt of {max(len(p) for p in prompts)} tokens plus {params.max_new_tokens} "
+                                       f"new ones does not fit the llamacpp batch context ({self._batch_cells} cells); "
+                                       "shorten it.")
+                pending = list(range(len(prompts)))
+                free = list(range(slots))  # the sequences that hold the shared prefix
+                index: dict[int, int] = {}  # id(Seq) -> prompt index
+                used = 0
+
+                def refill(finished: list[Seq]) -> list[Seq]:
+                    nonlocal used
+                    for fin in finished:
+                        i = index[id(fin)]
+                        results[i] = Completion(fin.text, len(fin.prompt), len(fin.out), fin.finish, fin.token_ids())
+                        self.ll.llama_memory_seq_rm(mem, fin.seq_id, shared, -1)  # the shared prefix stays
+                        free.append(fin.seq_id)
+                        used -= need[i]
+                    new = []
+                    while pending and free and used + need[pending[0]] <= room:
+                        i = pending.pop(0)
+                        seed = None if params.seed is None else params.seed + i
+                        s = Seq(free.pop(0), prompts[i], shared, self._sampler(params, seed, prompts[i]))
+                        index[id(s)] = i
+                        made.append(s)
+                        new.append(s)
+                        used += need[i]
+                    return new
+
                 for _ in self._run(refill([]), params, refill, ctx, lbatch):
                     pass
-                # keep the shared prefix in sequence 0 for the next call through this adapter (rollouts call
-                # each persona's adapter in turn with the same persona card)
                 for k in range(1, self.batch_seqs):
                     self.ll.llama_memory_seq_rm(mem, k, -1, -1)
                 self.ll.llama_memory_seq_rm(mem, 0, shared, -1)
-                self._batch_prefix = (adapter, prompts[0][:shared])
+                self._park(adapter, mem, prompts[0][:shared])
+                done = True
             finally:
                 for s in made:
                     self.ll.llama_sampler_free(s.sampler)
-                if not self._batch_prefix[1]:
+                if not done:
                     self.ll.llama_memory_clear(mem, True)
+                    self._parked.clear()
         return [r for r in results if r is not None]
 
     def _single(self, messages: Messages, params: GenerationParams, adapter: str | None,
