@@ -203,9 +203,8 @@ def _measure_in_child(source: Path, fmt: str, threads: int, cache_dir: str | Pat
            "--threads", str(threads)]
     if cache_dir:
         cmd += ["--cache-dir", str(cache_dir)]
-    env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
     try:
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, env=env)
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
     except subprocess.TimeoutExpired:
         return False, f"the measurement did not finish in {timeout_s:.0f} s"
     except OSError as exc:
