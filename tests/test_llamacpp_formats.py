@@ -43,7 +43,7 @@ def test_each_job_gets_its_fastest_format_and_batches_stay_on_a_loaded_model():
     assert "prompts on q8_0" in c.describe() and "unservable" in cal.table(c)
 
 
-def test_measurements_are_cached_per_machine_and_reused(gguf, tmp_path, monkeypatch):
+def test_measurements_are_cached_per_machine_and_reused(gguf, tmp_path, monkeypatch, caplog):
     calls = []
 
     def fake(source, fmt, threads, cache_dir, timeout_s):
@@ -51,10 +51,15 @@ def test_measurements_are_cached_per_machine_and_reused(gguf, tmp_path, monkeypa
         return True, RATES[fmt]
 
     monkeypatch.setattr(cal, "_measure_in_child", fake)
-    first = cal.calibrate(gguf, 2, tmp_path)
+    with caplog.at_level(logging.WARNING, logger=cal.__name__):
+        first = cal.calibrate(gguf, 2, tmp_path)
     assert first.source == "measured" and calls == list(RATES)
-    again = cal.calibrate(gguf, 2, tmp_path)
+    assert "once per build and CPU" in caplog.text, "a start that measures says why it takes longer"
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger=cal.__name__):
+        again = cal.calibrate(gguf, 2, tmp_path)
     assert again.source == "cached" and len(calls) == len(RATES) and again.prefill == first.prefill
+    assert not caplog.text
     cal.calibrate(gguf, 1, tmp_path)  # another thread count is another record
     assert len(calls) == 2 * len(RATES)
     assert len(list((tmp_path / "llamacpp-formats").glob("*.json"))) == 2

@@ -176,6 +176,8 @@ def calibrate(source: Path, threads: int, cache_dir: str | Path | None = None, *
     rates: dict[str, dict[str, float]] = {}
     unservable: dict[str, str] = {}
     started = time.perf_counter()
+    log.warning("Measuring which llama.cpp weight format serves each job fastest on this machine (once per build "
+                "and CPU; about half a minute, `make model` does it ahead of time).")
     for fmt in formats or TARGETS:
         ok, result = _measure_in_child(source, fmt, threads, cache_dir, timeout_s)
         if ok:
