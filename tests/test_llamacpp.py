@@ -171,6 +171,19 @@ def test_each_adapter_keeps_its_batch_prefix_while_others_run(strong, monkeypatc
 
 
 @pytest.mark.model
+def test_the_chat_context_is_made_only_when_a_single_reply_needs_it():
+    """Batched draws (careful replies) and scoring (the director) run in their own contexts; the chat context's
+    KV cells are allocated on the first single reply, with the backend's thread count."""
+    llm = LlamaCppBackend("embedded", n_ctx=1024, n_seq=4, threads=1)
+    llm.generate([MSG, MSG], GREEDY.with_(max_new_tokens=4))
+    llm.score(MSG, ["Yes", "No"], GREEDY)
+    assert llm._chat_context is None
+    out = llm.generate([MSG], GREEDY)[0]
+    assert llm._chat_context is not None and out.text
+    assert llm.ll.llama_n_threads(llm.ctx) == 1
+
+
+@pytest.mark.model
 def test_draws_from_different_prefills_in_one_call_match_one_at_a_time(llm):
     """Best-of-N from different reply stems: one `generate_prefilled` call shares the chat's prefix, each draw
     continues its own stem, and each matches the one-at-a-time draw with that prefill (as above: within 0.5 nats

@@ -95,9 +95,7 @@ class LlamaCppBackend(ChatTemplate, KVContexts, TokenLoop, Scoring, ThreadCalibr
         if not self.template:
             raise BackendError(f"{self.source} has no chat template (tokenizer.chat_template); the llamacpp backend "
                                "needs an instruction-tuned GGUF with one.")
-        self._ctx = self._context(self._model, n_ctx * n_seq, n_seq, unified=False)
-        self.ctx = self._ctx.ctx
-        self.mem = self._ctx.memory
+        self._chat_context: Any = None  # made on first use (`KVContexts._ctx`)
         self._batch = self.ll.llama_batch_init(n_batch, 0, 1)
         self._decoder: Any = None  # (model, context, its pointer, its memory) for single-reply decoding
         self._dmodel: Any = None  # the decoder's model, kept while any context runs on it

@@ -49,6 +49,23 @@ class KVContexts:
     `n_vocab`, `cache_dir` and the state `__init__` sets up (`ctx`, `mem`, `_batch`, `_slots`, `_lru`, ...)."""
 
     # ---------------------------------------------------------------- contexts
+    @property
+    def _ctx(self) -> Any:
+        """The chat context (a cache slot per sequence for single replies), made on first use: careful replies
+        draw in the batch context and the director scores in its own, so a one-shot careful answer never
+        allocates its `n_ctx * n_seq` KV cells (about 0.2 s and 380 MB at the defaults)."""
+        if self._chat_context is None:
+            self._chat_context = self._context(self._model, self.n_ctx_seq * self.n_seq, self.n_seq, unified=False)
+        return self._chat_context
+
+    @property
+    def ctx(self) -> Any:
+        return self._ctx.ctx
+
+    @property
+    def mem(self) -> Any:
+        return self._ctx.memory
+
     def _context(self, model: Any, cells: int, seqs: int, unified: bool, flash_attn: bool | None = None) -> Any:
         """A llama.cpp context on `model` with `cells` KV cells for up to `seqs` sequences (one pool, or one
         stream per sequence), n_batch tokens per decode call and this backend's threads; flash attention on,

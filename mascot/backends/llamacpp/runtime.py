@@ -104,8 +104,10 @@ class ThreadCalibration:
                     self.calibration[n] = done / (time.perf_counter() - t)
                 self.threads = max(self.calibration, key=self.calibration.__getitem__)
                 self._forget_slots()
-            # batches and prefill follow the same choice: under contention two threads collapsed there too
-            self.ll.llama_set_n_threads(self.ctx, self.threads, self.threads)
+            # batches and prefill follow the same choice: under contention two threads collapsed there too (contexts
+            # made later take `self.threads` when they are made)
+            if self._chat_context is not None:
+                self.ll.llama_set_n_threads(self.ctx, self.threads, self.threads)
             if self._decoder is not None:
                 self.ll.llama_set_n_threads(self._decoder[2], self.threads, self.threads)
         log.info("llama.cpp decode threads: %d (steps/s by threads: %s)", self.threads, self.calibration)
