@@ -182,9 +182,9 @@ class Engine:
         dialogue = Dialogue([Turn("user", text)])
         for persona in pack.active:
             msgs = group.speaker.messages(persona, pack.active, dialogue, None)
-            # fast replies stream one draw (the chat's cache slots); careful ones draw several at once (the batch's)
-            batch = [msgs, msgs] if replies == "careful" else [msgs]
-            self.backend.generate(batch, GenerationParams(max_new_tokens=1, temperature=0.0),
+            # the chat's cache slots (the stateless API's fast replies); careful draws fill the batch context on first
+            # use, which keeps warm-up short for a first answer that arrives during it
+            self.backend.generate([msgs], GenerationParams(max_new_tokens=1, temperature=0.0),
                                   adapter=group.speaker.adapter_for(persona))
         group.director.decide(DirectorState(dialogue, pack.active, 0))
         selector = self.selector()[0] if replies == "careful" else None
