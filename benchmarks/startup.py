@@ -7,9 +7,11 @@
   first three-speaker answer through the public `/chat` API.
 
 Both run on a prepared venv (models converted, llama.cpp probe cached). `--repo DIR` measures another
-checkout (e.g. a `git worktree` of an older commit) with the same venv.
+checkout (e.g. a `git worktree` of an older commit) with the same venv; `--against DIR` measures a second one
+in the same rounds, alternating with the first (on a shared machine whose speed drifts over minutes, separate
+runs of two checkouts differ by more than the change between them).
 
-    .venv/bin/python benchmarks/startup.py [--rounds 3] [--pause 20] [--repo DIR] [--json benchmarks/results/startup.json]
+    .venv/bin/python benchmarks/startup.py [--rounds 3] [--pause 20] [--repo DIR] [--against DIR] [--json OUT.json]
 """
 
 from __future__ import annotations
@@ -54,22 +56,34 @@ def env_for(repo: Path) -> dict[str, str]:
     return env
 
 
-def time_cli(repo: Path, rounds: int, pause: float = 0.0) -> dict:
-    times, heavy, turns, loads = [], "", 0, []
-    for _ in range(rounds):
-        time.sleep(pause)
-        loads.append(round(os.getloadavg()[0], 2))
-        t = time.perf_counter()
-        out = subprocess.run([sys.executable, "-c", PROBE.format(message=MESSAGE, heavy=HEAVY)], cwd=repo,
-                             env=env_for(repo), capture_output=True, text=True, timeout=300)
-        times.append(time.perf_counter() - t)
-        if out.returncode != 0:
-            raise SystemExit(f"the CLI failed:\n{out.stderr[-2000:]}")
-        heavy = next((ln[6:] for ln in out.stderr.splitlines() if ln.startswith("HEAVY=")), "")
-        turns = sum(1 for ln in out.stdout.splitlines() if ln.startswith("{"))
-    return {"median_s": round(statistics.median(times), 2), "runs_s": [round(x, 2) for x in times],
-            "load_avg_before_s": loads, "pause_s": pause, "turns": turns,
-            "heavy_imports": [m for m in heavy.split(",") if m]}
+def cli_round(repo: Path) -> tuple[float, list[str], int]:
+    """One one-shot CLI answer in a fresh process: (seconds, heavy libraries imported, turns answered)."""
+    t = time.perf_counter()
+    out = subprocess.run([sys.executable, "-c", PROBE.format(message=MESSAGE, heavy=HEAVY)], cwd=repo,
+                         env=env_for(repo), capture_output=True, text=True, timeout=300)
+    took = time.perf_counter() - t
+    if out.returncode != 0:
+        raise SystemExit(f"the CLI failed:\n{out.stderr[-2000:]}")
+    heavy = next((ln[6:] for ln in out.stderr.splitlines() if ln.startswith("HEAVY=")), "")
+    return took, [m for m in heavy.split(",") if m], sum(1 for ln in out.stdout.splitlines() if ln.startswith("{"))
+
+
+def time_cli(repos: list[Path], rounds: int, pause: float = 0.0) -> list[dict]:
+    """CLI figures per checkout; with several, each round runs all of them in turn, the order alternating, so a
+    machine whose speed drifts over minutes (shared hosts do) weighs on every checkout alike."""
+    times: dict[Path, list[float]] = {r: [] for r in repos}
+    loads: dict[Path, list[float]] = {r: [] for r in repos}
+    heavy: dict[Path, list[str]] = {}
+    turns: dict[Path, int] = {}
+    for k in range(rounds):
+        for repo in (repos if k % 2 == 0 else repos[::-1]):
+            time.sleep(pause)
+            loads[repo].append(round(os.getloadavg()[0], 2))
+            took, heavy[repo], turns[repo] = cli_round(repo)
+            times[repo].append(took)
+    return [{"median_s": round(statistics.median(times[r]), 2), "runs_s": [round(x, 2) for x in times[r]],
+             "load_avg_before_s": loads[r], "pause_s": pause, "turns": turns[r], "heavy_imports": heavy[r]}
+            for r in repos]
 
 
 def free_port() -> int:
@@ -78,42 +92,55 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def time_app(repo: Path, rounds: int) -> dict:
-    served, answered = [], []
-    for _ in range(rounds):
-        port = free_port()
-        t = time.perf_counter()
-        proc = subprocess.Popen([sys.executable, "app.py", "--port", str(port)], cwd=repo, env=env_for(repo),
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        try:
-            while True:
-                if proc.poll() is not None:
-                    raise SystemExit(f"app.py exited with {proc.returncode} before serving")
-                try:
-                    with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=2) as r:
-                        if r.status == 200:
-                            break
-                except OSError:
-                    time.sleep(0.1)
-                if time.perf_counter() - t > 300:
-                    raise SystemExit("app.py did not serve within 300 s")
-            served.append(time.perf_counter() - t)
-            from gradio_client import Client
-
-            client = Client(f"http://127.0.0.1:{port}/", verbose=False)
-            t2 = time.perf_counter()
-            turns = client.predict(MESSAGE, [], "emotional-support", "trained", 3, 0, api_name="/chat")
-            answered.append(time.perf_counter() - t2)
-            assert sum(1 for x in turns if x["speaker"] != "user") >= 1
-        finally:
-            proc.terminate()
+def app_round(repo: Path) -> tuple[float, float]:
+    """`app.py` started fresh: (seconds to a served page, seconds for the first /chat answer after it)."""
+    port = free_port()
+    t = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "app.py", "--port", str(port)], cwd=repo, env=env_for(repo),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        while True:
+            if proc.poll() is not None:
+                raise SystemExit(f"app.py exited with {proc.returncode} before serving")
             try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:  # an open client connection can hold uvicorn's graceful shutdown
-                proc.kill()
-                proc.wait()
-    return {"page_median_s": round(statistics.median(served), 2), "page_runs_s": [round(x, 2) for x in served],
-            "first_answer_median_s": round(statistics.median(answered), 2)}
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                time.sleep(0.1)
+            if time.perf_counter() - t > 300:
+                raise SystemExit("app.py did not serve within 300 s")
+        served = time.perf_counter() - t
+        from gradio_client import Client
+
+        client = Client(f"http://127.0.0.1:{port}/", verbose=False)
+        t2 = time.perf_counter()
+        turns = client.predict(MESSAGE, [], "emotional-support", "trained", 3, 0, api_name="/chat")
+        answered = time.perf_counter() - t2
+        assert sum(1 for x in turns if x["speaker"] != "user") >= 1
+        return served, answered
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:  # an open client connection can hold uvicorn's graceful shutdown
+            proc.kill()
+            proc.wait()
+
+
+def time_app(repos: list[Path], rounds: int, pause: float = 0.0) -> list[dict]:
+    """App figures per checkout, rounds alternating between checkouts as in `time_cli`."""
+    served: dict[Path, list[float]] = {r: [] for r in repos}
+    answered: dict[Path, list[float]] = {r: [] for r in repos}
+    for k in range(rounds):
+        for repo in (repos if k % 2 == 0 else repos[::-1]):
+            time.sleep(pause)
+            page, first = app_round(repo)
+            served[repo].append(page)
+            answered[repo].append(first)
+    return [{"page_median_s": round(statistics.median(served[r]), 2), "page_runs_s": [round(x, 2) for x in served[r]],
+             "first_answer_median_s": round(statistics.median(answered[r]), 2),
+             "first_answer_runs_s": [round(x, 2) for x in answered[r]]} for r in repos]
 
 
 def main() -> None:
@@ -125,18 +152,29 @@ def main() -> None:
     p.add_argument("--pause", type=float, default=0.0, help="seconds of rest before each CLI round, so each start "
                    "meets a machine as idle as a user's (the back-to-back rounds raise the load average, and the "
                    "llama.cpp backend measures its threads only on a loaded machine)")
+    p.add_argument("--against", type=Path, default=None, help="another checkout (e.g. a `git worktree` of the "
+                   "previous commit) measured in the same rounds, alternating with --repo")
     args = p.parse_args()
-    result = {"repo": str(args.repo), "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=args.repo,
-                                                               capture_output=True, text=True).stdout.strip(),
-              "cpu": cpu_model(), "cores": len(os.sched_getaffinity(0)), "message": MESSAGE}
+    repos = [args.repo] + ([args.against] if args.against else [])
+
+    def commit(repo: Path) -> str:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=repo, capture_output=True, text=True).stdout.strip()
+
+    results = [{"repo": str(r), "commit": commit(r), "cpu": cpu_model(), "cores": len(os.sched_getaffinity(0)),
+                "message": MESSAGE} for r in repos]
     if args.only in (None, "cli"):
-        result["cli"] = time_cli(args.repo, args.rounds, args.pause)
-        print(f"CLI one-shot three-speaker answer: {result['cli']['median_s']} s (median of {args.rounds}); "
-              f"heavy imports: {', '.join(result['cli']['heavy_imports']) or 'none'}", flush=True)
+        for res, cli in zip(results, time_cli(repos, args.rounds, args.pause)):
+            res["cli"] = cli
+            print(f"{res['commit']}: CLI one-shot three-speaker answer: {cli['median_s']} s (median of {args.rounds}); "
+                  f"heavy imports: {', '.join(cli['heavy_imports']) or 'none'}", flush=True)
     if args.only in (None, "app"):
-        result["app"] = time_app(args.repo, args.rounds)
-        print(f"app.py to a served page: {result['app']['page_median_s']} s; first /chat answer "
-              f"{result['app']['first_answer_median_s']} s", flush=True)
+        for res, app in zip(results, time_app(repos, args.rounds, args.pause if args.against else 0.0)):
+            res["app"] = app
+            print(f"{res['commit']}: app.py to a served page: {app['page_median_s']} s; first /chat answer "
+                  f"{app['first_answer_median_s']} s", flush=True)
+    result = results[0]
+    if args.against:
+        result["against"] = results[1]
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(result, indent=2) + "\n")
