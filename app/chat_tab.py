@@ -253,16 +253,18 @@ class ChatHandlers:
     def api_chat(self, message: str, history: list[dict] | None = None, pack: str = "emotional-support",
                  mode: str = "trained", max_speakers: int = 3, seed: int = 0, request: gr.Request | None = None) -> list[dict]:
         """Stateless API: send `message` after `history` (turn dicts as returned here); returns the whole
-        dialogue as a list of turns `{speaker, text, directive, meta}`. `pack` is a bundled pack's name."""
+        dialogue as a list of turns `{speaker, text, directive, meta}`. `pack` is a bundled pack's name. Replies
+        follow the server's settings (`MASCOT_REPLIES`, `MASCOT_STEMS`), as on a new chat page."""
         with self.limits.hold(request):  # one call per client at a time (app/chat_limits.py)
             try:
                 p = load_public_pack(pack, self.registered)
                 self.engine.attach_adapters(p)
                 dialogue = Dialogue(turns=clean_history(history, self.settings.max_history_turns,
                                                         self.settings.max_message_chars))
-                group = self.engine.group(p.active, mode, max_speakers=int(max_speakers),
+                # the server's reply mode and stems, as a new chat page gets them: one group for page and API users
+                group = self.engine.group(p.active, mode, replies=self.settings.replies, max_speakers=int(max_speakers),
                                           max_message_chars=self.settings.max_message_chars,
-                                          concern_opener=p.concern_opener)
+                                          concern_opener=p.concern_opener, stems=self.settings.stems)
                 group.run(dialogue, message, seed=int(seed))
             except (MascotError, KeyError, TypeError, ValueError) as exc:
                 raise gr.Error(str(exc)) from exc

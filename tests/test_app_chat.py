@@ -198,3 +198,15 @@ def test_a_conversation_keeps_the_run_that_was_live_when_it_started(tmp_path):
     assert "**Live run:** v1 (v1)" in h.status(fresh) and "**Live run:** tiny-cpu (v0)" in h.status(going)
     h.clear(going)  # a new conversation in the same browser takes the live run
     assert h._group(going, "trained", 3, True).speaker.adapter_for(anchor) == "speaker-anchor@v1"
+
+
+@pytest.mark.parametrize("replies", ["careful", "fast"])
+def test_the_api_answers_with_the_servers_reply_mode_as_a_new_page_does(tmp_path, replies):
+    """The stateless /chat API and a new chat page get the same group: the server's reply mode (careful: best
+    of N by the acceptability scorer, recorded in each turn's meta) and its persona stems."""
+    engine = Engine(EngineConfig(backend="fake"), FakeBackend())
+    h = ChatHandlers(engine, Settings(data_dir=str(tmp_path), backend="fake", replies=replies))
+    assert h.new_session().replies == replies
+    turns = h.api_chat("I lost my job today.", [], "emotional-support", "round-robin", 2, 0)
+    said = [t for t in turns if t["speaker"] != "user"]
+    assert said and all(("selection" in t["meta"]) == (replies == "careful") for t in said), said

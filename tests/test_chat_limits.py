@@ -132,7 +132,8 @@ def test_a_flooding_client_is_refused_and_others_are_served(tmp_path) -> None:
         return "a slow reply"
 
     settings = Settings(data_dir=str(tmp_path), backend="fake", mode="round-robin", port=free_port(), warmup=False,
-                        trusted_proxies="127.0.0.1")  # clients named by X-Forwarded-For, as behind a proxy
+                        trusted_proxies="127.0.0.1",  # clients named by X-Forwarded-For, as behind a proxy
+                        replies="fast")  # one draw a reply: the timings below count replies of 1 s
     with served(settings, _engine(FakeBackend(responder=slow))) as base:
         flooder = Client(base, headers={"X-Forwarded-For": "198.51.100.1"}, verbose=False)
         other = Client(base, headers={"X-Forwarded-For": "198.51.100.2"}, verbose=False)
