@@ -20,8 +20,9 @@ RUN CMAKE_ARGS="$(python scripts/llama_cmake_args.py)" pip install --no-deps "$(
     && pip install -r requirements.txt
 
 COPY . .
-# bake the converted embedded model into the image so the first start is fast and offline
-RUN python -m mascot.files.model_files
+# bake the converted embedded model into the image so the first start is fast and offline; keep only the
+# re-encoded weights the format measurement chose (a machine of another kind measures again at its first start)
+RUN python -m mascot.files.model_files && python -m mascot.backends.llamacpp.calibrate --prune
 
 EXPOSE 7860
 VOLUME ["/data"]

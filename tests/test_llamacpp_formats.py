@@ -101,3 +101,16 @@ def test_a_forced_format_the_machine_cannot_serve_is_refused_with_the_ones_it_ca
     assert choose_formats("native", "same", gguf, 2, tmp_path) == ("native", "same", None)
     with pytest.raises(BackendError, match="valid: auto, native"):
         choose_formats("q2_k", "auto", gguf, 2, tmp_path)
+
+
+def test_prune_keeps_only_the_weights_a_job_is_served_with(gguf, tmp_path):
+    from mascot.backends.llamacpp.recode import recoded_path
+
+    for fmt in ("q8_0", "bf16", "f32"):
+        path = recoded_path(gguf, fmt, tmp_path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"GGUF")
+    choice = cal.choose(RATES, {})  # bf16 prompts and batches, the file's own weights decoding
+    removed = cal.prune(choice, gguf, tmp_path)
+    assert sorted(p.name for p in removed) == sorted(recoded_path(gguf, f, tmp_path).name for f in ("q8_0", "f32"))
+    assert recoded_path(gguf, "bf16", tmp_path).exists() and gguf.exists()

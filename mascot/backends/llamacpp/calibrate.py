@@ -16,7 +16,7 @@ compiled llama.cpp library, the CPU (model name and flags), the model file, the 
 version, so it runs once per build and machine (`make model` runs it ahead of the first start). If the
 measurement cannot run at all, the safe formats (`SAFE`, which every build serves) are used with a warning.
 
-    python -m mascot.backends.llamacpp.calibrate [--model embedded] [--threads N] [--force]
+    python -m mascot.backends.llamacpp.calibrate [--model embedded] [--threads N] [--force] [--prune]
 """
 
 from __future__ import annotations
@@ -294,6 +294,21 @@ def measure(source: Path, fmt: str, threads: int, cache_dir: str | Path | None =
         ll.llama_batch_free(batch)
 
 
+def prune(choice: FormatChoice, source: Path, cache_dir: str | Path | None = None) -> list[Path]:
+    """Delete the re-encoded weights that `choice` serves no job with (an image or a small disk keeps only what
+    it serves; a format forced later is re-encoded again on first use). Returns the files removed."""
+    from mascot.backends.llamacpp.recode import TARGETS, recoded_path
+
+    used = {choice.prefill, choice.decode, choice.batch}
+    removed = []
+    for fmt in TARGETS:
+        path = recoded_path(source, fmt, cache_dir)
+        if fmt != "native" and fmt not in used and path.exists():
+            path.unlink()
+            removed.append(path)
+    return removed
+
+
 def table(choice: FormatChoice) -> str:
     """The measurements as a small text table (tokens/s), the chosen formats marked."""
     rows = [f"{'format':8} {'prefill':>9} {'decode':>8} {'batch x' + str(BATCH_SEQS):>9} {'(no FA)':>8}"]
@@ -311,6 +326,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", type=int, default=None, help="threads (default: every core this process may use)")
     ap.add_argument("--cache-dir", default=None, help="where re-encoded weights and the record live")
     ap.add_argument("--force", action="store_true", help="measure again even if a record exists")
+    ap.add_argument("--prune", action="store_true", help="then delete the re-encoded weights no job is served with")
     ap.add_argument("--measure", default=None, help="(internal) measure one format in this process, print JSON")
     args = ap.parse_args(argv)
     from mascot.backends.llamacpp.weights import resolve_gguf
@@ -321,7 +337,11 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(measure(source, args.measure, threads, args.cache_dir)))
         return 0
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    print(table(calibrate(source, threads, args.cache_dir, force=args.force)))
+    choice = calibrate(source, threads, args.cache_dir, force=args.force)
+    print(table(choice))
+    if args.prune:
+        for path in prune(choice, source, args.cache_dir):
+            print(f"removed {path} (no job is served with it here)")
     return 0
 
 
