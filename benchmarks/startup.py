@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import socket
 import statistics
 import subprocess
@@ -41,13 +40,6 @@ except SystemExit:
     pass
 print("HEAVY=" + ",".join(m for m in {heavy!r} if m in sys.modules), file=sys.stderr)
 """
-
-
-def cpu_model() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return platform.processor()
 
 
 def env_for(repo: Path) -> dict[str, str]:
@@ -160,8 +152,9 @@ def main() -> None:
     def commit(repo: Path) -> str:
         return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=repo, capture_output=True, text=True).stdout.strip()
 
-    results = [{"repo": str(r), "commit": commit(r), "cpu": cpu_model(), "cores": len(os.sched_getaffinity(0)),
-                "message": MESSAGE} for r in repos]
+    from mascot.backends.llamacpp.calibrate import machine
+
+    results = [{"repo": str(r), "commit": commit(r), **machine(), "message": MESSAGE} for r in repos]
     if args.only in (None, "cli"):
         for res, cli in zip(results, time_cli(repos, args.rounds, args.pause)):
             res["cli"] = cli

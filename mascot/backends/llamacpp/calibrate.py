@@ -100,8 +100,8 @@ def choose(rates: dict[str, dict[str, float]], unservable: dict[str, str], cpu: 
 
 
 # ----------------------------------------------------------------------- the cache key
-def cpu_identity() -> str:
-    """The CPU's model name and a digest of its flags (two machines of one vendor may differ in both)."""
+def _cpuinfo() -> tuple[str, str]:
+    """(CPU model name, its flags line) from /proc/cpuinfo, or the platform's processor name and no flags."""
     name, flags = "", ""
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -114,7 +114,13 @@ def cpu_identity() -> str:
         import platform
 
         name = platform.processor() or platform.machine()
-    return f"{name or 'unknown CPU'} [{hashlib.sha256(flags.encode()).hexdigest()[:8]}]"
+    return name or "unknown CPU", flags
+
+
+def cpu_identity() -> str:
+    """The CPU's model name and a digest of its flags (two machines of one vendor may differ in both)."""
+    name, flags = _cpuinfo()
+    return f"{name} [{hashlib.sha256(flags.encode()).hexdigest()[:8]}]"
 
 
 SIMD_FLAGS = ("avx2", "fma", "f16c", "avx512f", "avx512_vnni", "avx512_bf16", "avx512_fp16", "amx_tile", "amx_bf16",
@@ -124,16 +130,9 @@ SIMD_FLAGS = ("avx2", "fma", "f16c", "avx512f", "avx512_vnni", "avx512_bf16", "a
 def machine() -> dict[str, Any]:
     """The CPU model, the SIMD flags llama.cpp's kernels depend on, and the core count: stated with every
     benchmark figure."""
-    name, flags = cpu_identity().rsplit(" [", 1)[0], set()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            key, _, value = line.partition(":")
-            if key.strip() in ("flags", "Features"):
-                flags = set(value.split())
-                break
-    except OSError:
-        pass
-    return {"cpu": name, "flags": [f for f in SIMD_FLAGS if f in flags], "cores": len(os.sched_getaffinity(0))}
+    name, flags = _cpuinfo()
+    present = set(flags.split())
+    return {"cpu": name, "flags": [f for f in SIMD_FLAGS if f in present], "cores": len(os.sched_getaffinity(0))}
 
 
 def cache_key(source: Path, threads: int) -> str:
