@@ -182,7 +182,7 @@ class Engine:
         dialogue = Dialogue([Turn("user", text)])
         for persona in pack.active:
             msgs = group.speaker.messages(persona, pack.active, dialogue, None)
-            # the chat's cache slots (the stateless API's fast replies); careful draws fill the batch context on first
+            # the chat's cache slots, which fast replies stream from; careful draws fill the batch context on first
             # use, which keeps warm-up short for a first answer that arrives during it
             self.backend.generate([msgs], GenerationParams(max_new_tokens=1, temperature=0.0),
                                   adapter=group.speaker.adapter_for(persona))

@@ -100,7 +100,7 @@ class KVContexts:
         streams of the chat's context (benchmarks/llamacpp_speed.py reports the throughput). It runs on the model
         and with the flash-attention setting the format calibration measured fastest for batches."""
         if self._batcher is None:
-            model = self._dmodel if self.batch_weights != self.weights and self._dmodel is not None else None
+            model = self._dmodel if self.batch_weights != self.weights else None  # only set when a decoder is loaded
             self._batcher = self._unified_context(self._batch_cells, self.batch_seqs + self.PARKS, 1, model,
                                                   self._batch_flash_attn)
         return self._batcher
