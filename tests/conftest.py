@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import socket
 import threading
@@ -24,6 +25,19 @@ apply_process_defaults()  # as every entry point does, before torch starts its t
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
+
+
+@pytest.fixture(autouse=True)
+def _no_process_outlives_its_test() -> Iterator[None]:
+    """A child process left running is killed and fails its test: multiprocessing joins every child at exit,
+    so a single stuck one used to hang the whole run after its summary."""
+    yield
+    left = multiprocessing.active_children()
+    for child in left:
+        child.kill()
+        child.join(timeout=10)
+    if left:
+        pytest.fail(f"the test left {len(left)} child process(es) running: {[c.name for c in left]}")
 
 
 @pytest.fixture

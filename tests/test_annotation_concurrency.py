@@ -9,6 +9,7 @@ import signal
 import threading
 import time
 from collections import Counter
+from typing import Any
 
 import pytest
 
@@ -72,20 +73,40 @@ def test_16_concurrent_submits_of_one_task_record_once(tmp_path):
     assert len(load_judgments(store, study_id="s1")) == 1
 
 
+def _context() -> mp.context.BaseContext:
+    """Writers start from a fork server: a plain fork of pytest copies its threads' held locks (a child can hang
+    forever) and its open pipes (one left alive kept the browser driver, and so the whole run, from exiting)."""
+    ctx = mp.get_context("forkserver")
+    ctx.set_forkserver_preload([__name__])
+    return ctx
+
+
 def _run_processes(target, annotators: list, url: str) -> None:  # type: ignore[no-untyped-def]
-    """One forked process per entry of `annotators`, all starting together; each must exit cleanly."""
-    ctx, start = mp.get_context("fork"), time.time() + 1.0
-    procs = [ctx.Process(target=target, args=(url, a, start)) for a in annotators]
-    for p in procs:
-        p.start()
-    for p in procs:
-        p.join(timeout=180)
-    assert [p.exitcode for p in procs] == [0] * len(procs)
+    """One process per entry of `annotators`, all starting together; each must exit cleanly within the deadline.
+    Any still running at the deadline is killed, so a failure never leaves a writer behind."""
+    ctx = _context()
+    start = ctx.Event()
+    procs = [ctx.Process(target=target, args=(url, a, start), daemon=True) for a in annotators]
+    try:
+        for p in procs:
+            p.start()
+        start.set()
+        deadline = time.monotonic() + 180
+        for p in procs:
+            p.join(timeout=max(0.0, deadline - time.monotonic()))
+        stuck = [a for a, p in zip(annotators, procs, strict=True) if p.exitcode is None]
+        assert not stuck, f"writers still running after 180 s: {stuck}"
+        assert [p.exitcode for p in procs] == [0] * len(procs)
+    finally:
+        for p in procs:
+            if p.is_alive():
+                p.kill()
+            p.join(timeout=10)
 
 
-def _process_writer(url: str, annotators: list[str], start: float) -> None:
+def _process_writer(url: str, annotators: list[str], start: Any) -> None:
     store = StudyStore(url)  # each process: its own engine and connections
-    time.sleep(max(0.0, start - time.time()))
+    start.wait()
     threads = [threading.Thread(target=_drain, args=(store, a, [])) for a in annotators]
     for t in threads:
         t.start()
@@ -102,13 +123,14 @@ def test_16_writers_across_processes(tmp_path):
     assert not frame.duplicated(["item_id", "annotator"]).any()
 
 
-def _endless_writer(url: str) -> None:
+def _endless_writer(url: str, writing: Any) -> None:
     """Vote forever with a pause inside every transaction, so a kill lands mid-write."""
     from sqlalchemy import event
     from sqlalchemy.orm import Session
 
     event.listen(Session, "after_flush", lambda *_: time.sleep(0.004))
     store = StudyStore(url)
+    writing.set()
     n = 0
     while True:
         n += 1
@@ -149,11 +171,18 @@ def test_sigkill_mid_write_leaves_a_consistent_database(tmp_path, delay):
     seed_study(store, tmp_path, n_items=3000, annotators_per_item=1)
     store.close()
     url = store_url(tmp_path)
-    proc = mp.get_context("fork").Process(target=_endless_writer, args=(url,))
+    ctx = _context()
+    writing = ctx.Event()
+    proc = ctx.Process(target=_endless_writer, args=(url, writing), daemon=True)
     proc.start()
-    time.sleep(delay)
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.join(timeout=30)
+    try:
+        assert writing.wait(timeout=120), "the writer never opened the store"
+        time.sleep(delay)
+        os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        if proc.is_alive():
+            proc.kill()
+        proc.join(timeout=30)
     assert proc.exitcode == -signal.SIGKILL
     written = _check_consistent(url)
     assert written > 0, "the writer should have committed some judgments before the kill"
@@ -164,10 +193,10 @@ def test_sigkill_mid_write_leaves_a_consistent_database(tmp_path, delay):
     assert _check_consistent(url) == written + 1
 
 
-def _page_cycle_writer(url: str, annotator: str, start: float) -> None:
+def _page_cycle_writer(url: str, annotator: str, start: Any) -> None:
     """One annotator clicking through the page: each vote and the next task in one transaction (submit_and_next)."""
     store = StudyStore(url)
-    time.sleep(max(0.0, start - time.time()))
+    start.wait()
     task = store.next_task(study_id="s1", annotator=annotator)
     while isinstance(task, Task):
         _, task = store.submit_and_next(token=task.token, choice="A")
