@@ -48,6 +48,7 @@ class Settings:
     llamacpp_threads: int = 0  # 0: calibrated at load
     llamacpp_omp_wait_policy: str = ""  # OpenMP wait policy while llama.cpp starts its thread pool
     llamacpp_probe: bool = True  # check once (cached) that the llama.cpp build runs on this CPU
+    llamacpp_keep_prefixes: bool = True  # system messages' keys and values kept on disk for the next start
     judge_base_url: str = ""  # the `llm` judge's OpenAI-compatible server (else OPENAI_BASE_URL)
     judge_model: str = ""
     judge_api_key: str = ""
@@ -97,7 +98,7 @@ class Settings:
 
 
 BACKEND_FIELDS = ("cache_dir", "llamacpp_weights", "llamacpp_decode_weights", "llamacpp_threads",
-                  "llamacpp_omp_wait_policy", "llamacpp_probe")
+                  "llamacpp_omp_wait_policy", "llamacpp_probe", "llamacpp_keep_prefixes")
 
 
 def backend_options(source: object) -> dict[str, object]:
@@ -105,7 +106,8 @@ def backend_options(source: object) -> dict[str, object]:
     return {"cache_dir": source.cache_dir, "weights": source.llamacpp_weights,  # type: ignore[attr-defined]
             "decode_weights": source.llamacpp_decode_weights,  # type: ignore[attr-defined]
             "threads": source.llamacpp_threads or None,  # type: ignore[attr-defined]
-            "omp_wait_policy": source.llamacpp_omp_wait_policy, "probe": source.llamacpp_probe}  # type: ignore[attr-defined]
+            "omp_wait_policy": source.llamacpp_omp_wait_policy, "probe": source.llamacpp_probe,  # type: ignore[attr-defined]
+            "keep_prefixes": source.llamacpp_keep_prefixes}  # type: ignore[attr-defined]
 
 
 def _parse(name: str, tp: object, raw: str) -> object:

@@ -47,6 +47,7 @@ class EngineConfig:
     llamacpp_threads: int = 0  # 0: calibrated at load
     llamacpp_omp_wait_policy: str = ""
     llamacpp_probe: bool = True
+    llamacpp_keep_prefixes: bool = True
 
     @classmethod
     def from_settings(cls, settings: object, **fields: object) -> EngineConfig:

@@ -16,7 +16,8 @@ composed of one mixin per concept, each in its own module of this package:
   and the decode thread count calibrated at load;
 - `weights.py`: the GGUF file and the weight format served per job (`weights`, `decode_weights`), chosen by
   `calibrate.py`'s measurements on this machine; `recode.py` re-encodes;
-- `lora.py`: PEFT LoRA folders converted to GGUF LoRAs, cached by content hash.
+- `lora.py`: PEFT LoRA folders converted to GGUF LoRAs, cached by content hash;
+- `prefixes.py` (`PrefixStore`): the keys and values of prompts' system messages kept on disk for the next process.
 
 Nothing here reads the environment: the options come as arguments (`mascot.settings.Settings.backend_options`
 fills them from `MASCOT_*` at the entry points). README.md, "Performance", has the measurements.
@@ -28,7 +29,7 @@ import logging
 import os
 import re
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,7 @@ import numpy as np
 from mascot.backends.base import Backend, BackendInfo, Completion, GenerationParams, Messages
 from mascot.backends.llamacpp.contexts import KVContexts, common_prefix
 from mascot.backends.llamacpp.lora import BaseShape, convert_lora
+from mascot.backends.llamacpp.prefixes import prefix_store
 from mascot.backends.llamacpp.recode import recode_gguf
 from mascot.backends.llamacpp.runtime import ThreadCalibration, import_llama_cpp
 from mascot.backends.llamacpp.sampling import Seq, TokenLoop
@@ -61,14 +63,15 @@ class LlamaCppBackend(ChatTemplate, KVContexts, TokenLoop, Scoring, ThreadCalibr
 
     `weights` / `decode_weights`: the formats served (weights.py); `threads`: decode threads (None: calibrated at
     load); `omp_wait_policy`: llama.cpp's OpenMP wait policy (runtime.py); `cache_dir`: where re-encoded weights
-    and converted LoRAs are kept (None: `mascot.files.model_files.default_cache_dir()`)."""
+    and converted LoRAs are kept (None: `mascot.files.model_files.default_cache_dir()`); `keep_prefixes`: keep the
+    keys and values of prompts' system messages there too, so a new process skips their prefill (prefixes.py)."""
 
     kind = "llamacpp"
 
     def __init__(self, model: str = "embedded", n_ctx: int = 2048, n_seq: int = 8, threads: int | None = None,
                  n_batch: int = 512, weights: str = DEFAULT_WEIGHTS, batch_seqs: int = 16, batch_cells: int = 8192,
                  decode_weights: str = DEFAULT_DECODE_WEIGHTS, omp_wait_policy: str = "",
-                 cache_dir: str | Path | None = None) -> None:
+                 cache_dir: str | Path | None = None, keep_prefixes: bool = False) -> None:
         super().__init__()
         self.ll = import_llama_cpp(omp_wait_policy)
         self.cache_dir = Path(cache_dir) if cache_dir else None
@@ -99,6 +102,7 @@ class LlamaCppBackend(ChatTemplate, KVContexts, TokenLoop, Scoring, ThreadCalibr
         self._batch = self.ll.llama_batch_init(n_batch, 0, 1)
         self._decoder: Any = None  # (model, context, its pointer, its memory) for single-reply decoding
         self._dmodel: Any = None  # the decoder's model, kept while any context runs on it
+        self._dpath: Path | None = None  # its weights file
         self._on_decoder: set[int] = set()  # addresses of the contexts on the decoder's model (its adapter handles)
         self.decode_weights = self._load_decoder(decode_weights)
         # batches on whichever loaded model the calibration measured faster for them, flash attention as measured
@@ -119,6 +123,7 @@ class LlamaCppBackend(ChatTemplate, KVContexts, TokenLoop, Scoring, ThreadCalibr
         self._lru: list[int] = list(range(n_seq))
         self._lock = threading.RLock()
         self._env = self._jinja_env()
+        self.prefixes = prefix_store(self.cache_dir) if keep_prefixes else None
         self.calibration: dict[int | str, float] = {}  # steps/s by thread count, or why it was not measured
         if threads is None and self.cores > 1:
             self._calibrate_threads()
@@ -196,7 +201,8 @@ class LlamaCppBackend(ChatTemplate, KVContexts, TokenLoop, Scoring, ThreadCalibr
         if len(batch) == 1:
             text, n_prompt, n_out, finish, tokens = self._single(batch[0], params, adapter, stream=False).__next__()
             return [Completion(text, n_prompt, n_out, finish, tokens)]
-        return self._generate_tokens([self._prompt(m, params) for m in batch], params, adapter)
+        prompts = [self._prompt(m, params) for m in batch]
+        return self._generate_tokens(prompts, params, adapter, lambda: self.system_end(batch[0], prompts[0]))
 
     def generate_prefilled(self, batch: Sequence[tuple[Messages, str]], params: GenerationParams,
                            adapter: str | None = None) -> list[Completion]:
@@ -204,16 +210,21 @@ class LlamaCppBackend(ChatTemplate, KVContexts, TokenLoop, Scoring, ThreadCalibr
         cache and differ only in their tails (best-of-N draws from different reply stems cost one call)."""
         if len(batch) <= 1:
             return [c for m, p in batch for c in self.generate([m], params.with_(prefill=p), adapter)]
-        return self._generate_tokens([self._prompt(m, params.with_(prefill=p)) for m, p in batch], params, adapter)
+        prompts = [self._prompt(m, params.with_(prefill=p)) for m, p in batch]
+        return self._generate_tokens(prompts, params, adapter, lambda: self.system_end(batch[0][0], prompts[0]))
 
-    def _generate_tokens(self, prompts: list[list[int]], params: GenerationParams, adapter: str | None) -> list[Completion]:
+    def _generate_tokens(self, prompts: list[list[int]], params: GenerationParams, adapter: str | None,
+                         system_end: Callable[[], int] = lambda: 0) -> list[Completion]:
         """`generate` on token prompts: continuous batching on the batch context, the common prefix shared and
-        kept for this adapter's next call (`contexts.KVContexts._park`)."""
+        kept for this adapter's next call (`contexts.KVContexts._park`); the first `system_end()` tokens of the
+        first prompt (its system message) may be kept on disk for the next process."""
         results: list[Completion | None] = [None] * len(prompts)
         with self._lock:
             _, ctx, mem, lbatch = self._batch_context()
             self._activate(adapter, ctx)
-            cached = self._unpark(adapter, mem)
+            weights = self._batch_weights_path()
+            cached = self._unpark(adapter, mem) or self._restore_prefix(adapter, ctx, mem, prompts[0], weights,
+                                                                        self._batch_flash_attn)
             slots = min(self.batch_seqs, len(prompts))
             done = False
             made: list[Seq] = []
@@ -256,6 +267,7 @@ class LlamaCppBackend(ChatTemplate, KVContexts, TokenLoop, Scoring, ThreadCalibr
                 for k in range(1, self.batch_seqs):
                     self.ll.llama_memory_seq_rm(mem, k, -1, -1)
                 self.ll.llama_memory_seq_rm(mem, 0, shared, -1)
+                self._keep_prefix(adapter, ctx, mem, 1, prompts[0][:shared], system_end, weights, self._batch_flash_attn)
                 self._park(adapter, mem, prompts[0][:shared])
                 done = True
             finally:
@@ -332,6 +344,8 @@ class LlamaCppBackend(ChatTemplate, KVContexts, TokenLoop, Scoring, ThreadCalibr
             key, cached = self._score_cache
             reuse = common_prefix(cached, prompt[:common]) if key == adapter else 0
             self.ll.llama_memory_seq_rm(mem, 0, reuse, -1)
+            if not reuse:
+                reuse = len(self._restore_prefix(adapter, ctx, mem, prompt[:common], self.path, None))
             self._score_cache = (adapter, [])  # until the prompt is in the cache
             groups = score_groups([len(f) - common for f in fulls], self.n_batch, self.SCORE_SEQS)
             # the prompt's uncached tail rides in the first group's decode when it fits, else goes first
@@ -343,6 +357,8 @@ class LlamaCppBackend(ChatTemplate, KVContexts, TokenLoop, Scoring, ThreadCalibr
                 scores += self._score_group(ctx, mem, batch, [fulls[j] for j in group], [starts[j] for j in group], common,
                                             tail if n == 0 else [], reuse)
                 self._score_cache = (adapter, prompt[:common])
+            self._keep_prefix(adapter, ctx, mem, self.SCORE_SEQS - 1, prompt[:common],
+                              lambda: self.system_end(messages, prompt), self.path, None)
         return scores
 
     def logits(self, messages: Messages, params: GenerationParams, adapter: str | None = None) -> np.ndarray:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import ctypes
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -143,6 +143,33 @@ class KVContexts:
     def _parked_cells(self) -> int:
         return sum(len(tokens) for _, tokens in self._parked.values())
 
+    # ------------------------------------------------ prompt openings kept on disk
+    def _batch_weights_path(self) -> Any:
+        """The weights file the batch context runs on."""
+        return self._dpath if self.batch_weights != self.weights else self.path
+
+    def _prefix_key(self, adapter: str | None, weights_path: Any, flash_attn: bool | None) -> str:
+        return self.prefixes.key(weights_path, self._gguf_adapters.get(adapter) if adapter else None, flash_attn)
+
+    def _restore_prefix(self, adapter: str | None, ctx: Any, mem: Any, tokens: list[int], weights_path: Any,
+                        flash_attn: bool | None) -> list[int]:
+        """Into the empty sequence 0: the stored keys and values of the opening `tokens` start with (prefixes.py);
+        returns the tokens now cached there ([] without a store or a usable file)."""
+        if self.prefixes is None or not tokens:
+            return []
+        n = self.prefixes.restore(self.ll, ctx, mem, 0, self._prefix_key(adapter, weights_path, flash_attn), tokens)
+        return tokens[:n]
+
+    def _keep_prefix(self, adapter: str | None, ctx: Any, mem: Any, scratch: int, tokens: list[int],
+                     system_end: Callable[[], int], weights_path: Any, flash_attn: bool | None) -> None:
+        """Store sequence 0's opening, at most up to the end of the system message (`system_end()`, computed only
+        when no file is there yet), for the next process; `tokens`: what sequence 0 holds."""
+        if self.prefixes is None:
+            return
+        key = self._prefix_key(adapter, weights_path, flash_attn)
+        if not self.prefixes.has(key):
+            self.prefixes.save(self.ll, ctx, mem, 0, scratch, key, tokens[:system_end()])
+
     # ------------------------------------------------------------- the decoder
     def _load_decoder(self, decode_weights: str) -> str:
         """Load the second model and its one-sequence context that single replies decode on (`decode_weights`,
@@ -156,7 +183,7 @@ class KVContexts:
         model = load_model(self.ll, path, self.source)
         ctx = self._context(model, self.n_ctx_seq, 1, unified=False)
         self._decoder = (model, ctx, ctx.ctx, ctx.memory)
-        self._dmodel = model
+        self._dmodel, self._dpath = model, path
         self._on_decoder.add(int(ctx.ctx))
         self._state = (ctypes.c_uint8 * 0)()
         return decode_weights

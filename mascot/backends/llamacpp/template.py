@@ -42,5 +42,18 @@ class ChatTemplate:
                                "raise n_ctx.")
         return tokens
 
+    def system_end(self, messages: Messages, prompt: list[int]) -> int:
+        """How many leading tokens of `prompt` (rendered from `messages`) hold nothing but the template's opening
+        and the system message: the part that may be kept on disk (prefixes.py), since no user text is in it."""
+        from mascot.backends.llamacpp.contexts import common_prefix
+
+        system = messages[0].get("content", "") if messages and messages[0].get("role") == "system" else ""
+        text = self.render(messages) if system else ""
+        end = text.find(system) if system else -1
+        if end < 0:
+            return 0
+        # one token short: the system message's last token may merge with what follows it
+        return max(0, common_prefix(prompt, self.tokenize(text[:end + len(system)])) - 1)
+
     def count_tokens(self, text: str) -> int:
         return len(self.tokenize(text))
