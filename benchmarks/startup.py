@@ -11,7 +11,7 @@ checkout (e.g. a `git worktree` of an older commit) with the same venv; `--again
 in the same rounds, alternating with the first (on a shared machine whose speed drifts over minutes, separate
 runs of two checkouts differ by more than the change between them).
 
-    .venv/bin/python benchmarks/startup.py [--rounds 3] [--pause 20] [--repo DIR] [--against DIR] [--json OUT.json]
+    .venv/bin/python benchmarks/startup.py [--rounds 3] [--pause 20] [--fast] [--repo DIR] [--against DIR] [--json OUT.json]
 """
 
 from __future__ import annotations
@@ -32,13 +32,21 @@ MESSAGE = "Work has been really stressful lately and I can't switch off in the e
 HEAVY = ("torch", "transformers", "peft", "trl", "scipy", "sklearn", "sentence_transformers")
 # runs the CLI in-process, then reports which heavy libraries it imported (on stderr, after the answer)
 PROBE = """
-import sys, runpy
-sys.argv = ["mascot", "chat", "--message", {message!r}, "--json"]
+import sys, runpy, time
+import mascot.group.cli as cli
+answer, spans = cli.run_message, []
+def timed(*a, **k):  # the group is built: start-up ends and the answer begins
+    spans.append(time.time())
+    answer(*a, **k)
+    spans.append(time.time())
+cli.run_message = timed
+sys.argv = ["mascot", "chat", "--message", {message!r}, "--json", *{extra!r}]
 try:
     runpy.run_module("mascot", run_name="__main__")
 except SystemExit:
     pass
 print("HEAVY=" + ",".join(m for m in {heavy!r} if m in sys.modules), file=sys.stderr)
+print("SPANS=" + ",".join(repr(t) for t in spans), file=sys.stderr)
 """
 
 
@@ -48,22 +56,29 @@ def env_for(repo: Path) -> dict[str, str]:
     return env
 
 
-def cli_round(repo: Path) -> tuple[float, list[str], int]:
-    """One one-shot CLI answer in a fresh process: (seconds, heavy libraries imported, turns answered)."""
+def cli_round(repo: Path, extra: tuple[str, ...] = ()) -> tuple[float, list[str], int, float]:
+    """One one-shot CLI answer in a fresh process: (seconds, heavy libraries imported, turns answered, seconds of
+    them spent answering once the group was built)."""
     t = time.perf_counter()
-    out = subprocess.run([sys.executable, "-c", PROBE.format(message=MESSAGE, heavy=HEAVY)], cwd=repo,
-                         env=env_for(repo), capture_output=True, text=True, timeout=300)
+    out = subprocess.run([sys.executable, "-c", PROBE.format(message=MESSAGE, heavy=HEAVY, extra=list(extra))],
+                         cwd=repo, env=env_for(repo), capture_output=True, text=True, timeout=300)
     took = time.perf_counter() - t
     if out.returncode != 0:
         raise SystemExit(f"the CLI failed:\n{out.stderr[-2000:]}")
-    heavy = next((ln[6:] for ln in out.stderr.splitlines() if ln.startswith("HEAVY=")), "")
-    return took, [m for m in heavy.split(",") if m], sum(1 for ln in out.stdout.splitlines() if ln.startswith("{"))
+    lines = out.stderr.splitlines()
+    heavy = next((ln[6:] for ln in lines if ln.startswith("HEAVY=")), "")
+    spans = [float(x) for x in next((ln[6:] for ln in lines if ln.startswith("SPANS=")), "").split(",") if x]
+    answering = spans[1] - spans[0] if len(spans) == 2 else float("nan")
+    turns = sum(1 for ln in out.stdout.splitlines() if ln.startswith("{"))
+    return took, [m for m in heavy.split(",") if m], turns, answering
 
 
-def time_cli(repos: list[Path], rounds: int, pause: float = 0.0) -> list[dict]:
+def time_cli(repos: list[Path], rounds: int, pause: float = 0.0, extra: tuple[str, ...] = ()) -> list[dict]:
     """CLI figures per checkout; with several, each round runs all of them in turn, the order alternating, so a
-    machine whose speed drifts over minutes (shared hosts do) weighs on every checkout alike."""
+    machine whose speed drifts over minutes (shared hosts do) weighs on every checkout alike. `answer_s` is the
+    part spent answering once the group was built; the rest is start-up (imports, model load, adapters)."""
     times: dict[Path, list[float]] = {r: [] for r in repos}
+    answers: dict[Path, list[float]] = {r: [] for r in repos}
     loads: dict[Path, list[float]] = {r: [] for r in repos}
     heavy: dict[Path, list[str]] = {}
     turns: dict[Path, int] = {}
@@ -71,11 +86,14 @@ def time_cli(repos: list[Path], rounds: int, pause: float = 0.0) -> list[dict]:
         for repo in (repos if k % 2 == 0 else repos[::-1]):
             time.sleep(pause)
             loads[repo].append(round(os.getloadavg()[0], 2))
-            took, heavy[repo], turns[repo] = cli_round(repo)
+            took, heavy[repo], turns[repo], answering = cli_round(repo, extra)
             times[repo].append(took)
+            answers[repo].append(answering)
     return [{"median_s": round(statistics.median(times[r]), 2), "runs_s": [round(x, 2) for x in times[r]],
-             "load_avg_before_s": loads[r], "pause_s": pause, "turns": turns[r], "heavy_imports": heavy[r]}
-            for r in repos]
+             "answer_median_s": round(statistics.median(answers[r]), 2),
+             "start_up_median_s": round(statistics.median(t - a for t, a in zip(times[r], answers[r])), 2),
+             "flags": list(extra), "load_avg_before_s": loads[r], "pause_s": pause, "turns": turns[r],
+             "heavy_imports": heavy[r]} for r in repos]
 
 
 def free_port() -> int:
@@ -141,6 +159,7 @@ def main() -> None:
     p.add_argument("--repo", type=Path, default=ROOT, help="the checkout to measure (default: this one)")
     p.add_argument("--only", choices=("cli", "app"), default=None)
     p.add_argument("--json", type=Path, default=None, help="write the figures here")
+    p.add_argument("--fast", action="store_true", help="also time the CLI with --replies fast (no best-of-N draws)")
     p.add_argument("--pause", type=float, default=0.0, help="seconds of rest before each CLI round, so each start "
                    "meets a machine as idle as a user's (the back-to-back rounds raise the load average, and the "
                    "llama.cpp backend measures its threads only on a loaded machine)")
@@ -156,10 +175,13 @@ def main() -> None:
 
     results = [{"repo": str(r), "commit": commit(r), **machine(), "message": MESSAGE} for r in repos]
     if args.only in (None, "cli"):
-        for res, cli in zip(results, time_cli(repos, args.rounds, args.pause)):
-            res["cli"] = cli
-            print(f"{res['commit']}: CLI one-shot three-speaker answer: {cli['median_s']} s (median of {args.rounds}); "
-                  f"heavy imports: {', '.join(cli['heavy_imports']) or 'none'}", flush=True)
+        variants: list[tuple[str, tuple[str, ...]]] = [("cli", ())] + ([("cli_fast", ("--replies", "fast"))] if args.fast else [])
+        for key, extra in variants:
+            for res, cli in zip(results, time_cli(repos, args.rounds, args.pause, extra)):
+                res[key] = cli
+                print(f"{res['commit']}: CLI one-shot three-speaker answer {' '.join(extra)}: {cli['median_s']} s "
+                      f"(median of {args.rounds}; start-up {cli['start_up_median_s']} s, answer {cli['answer_median_s']} s); "
+                      f"heavy imports: {', '.join(cli['heavy_imports']) or 'none'}", flush=True)
     if args.only in (None, "app"):
         for res, app in zip(results, time_app(repos, args.rounds, args.pause if args.against else 0.0)):
             res["app"] = app
