@@ -250,7 +250,7 @@ def annotation() -> str:
     return f"{out}\n\nSource: {source}."
 
 
-ACCEPT_FILES = ("acceptability_validation.json", "acceptability_fresh.json", "careful_replies.json")
+ACCEPT_FILES = ("acceptability_validation.json", "acceptability_fresh.json", "careful_replies_amd_epyc_bf16.json")
 ACCEPT_SYSTEMS = (("zero-shot", "Zero-Shot"), ("mascot", "shipped speakers"), ("mascot+stems", "shipped + stems"),
                   ("mascot+best3", "shipped + best of 3"), ("mascot+best3+stems", "shipped + stems + best of 3"))
 
@@ -327,7 +327,7 @@ def acceptability() -> str:
     timing = "; ".join(f"best of {r['best_of']}{' + stems' if r['stems'] else ''}: first text {r['first_text_s']['median']} s,"
                        f" turn {r['turn_s']['median']} s" for r in t["rows"])
     sep = " " if out.endswith(" ") else "\n\n"
-    return (f"{out.rstrip()}{sep}Three-speaker turn on llama.cpp, trained director, medians ({t['machine']['cores']} cores): "
+    return (f"{out.rstrip()}{sep}Three-speaker turn on llama.cpp, trained director, medians ({t['machine']['cpu']}, {t['machine']['cores']} cores): "
             f"{timing}. Sources: " + ", ".join(f"`benchmarks/results/{n}`" for n in (*ACCEPT_FILES, "acceptability_fresh3.json")
                                                if (RESULTS / n).exists()) + ".")
 
