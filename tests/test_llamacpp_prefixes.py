@@ -142,16 +142,18 @@ def test_damaged_headers_parse_as_nothing():
     assert PrefixStore._parse(b"MASCOTKV\x03\x00\x00\x00[1]state") == ([1], b"state")
 
 
-def test_only_the_most_recently_used_files_are_kept(tmp_path):
-    store = PrefixStore(tmp_path, ["build"])
+def test_only_the_most_recently_used_files_are_kept_over_all_builds(tmp_path):
+    store, old_build = PrefixStore(tmp_path, ["build"]), PrefixStore(tmp_path, ["an older build"])
     store.root.mkdir(parents=True)
+    old_build.root.mkdir(parents=True)
     for i in range(MAX_FILES + 5):
-        f = store.root / f"k{i}.kv"
+        f = (old_build.root if i < 3 else store.root) / f"k{i}.kv"
         f.write_bytes(b"x")
         os.utime(f, ns=(i * 10**9, i * 10**9))
     store._prune()
-    kept = sorted(int(p.stem[1:]) for p in store.root.glob("*.kv"))
+    kept = sorted(int(p.stem[1:]) for p in tmp_path.glob("*/*.kv"))
     assert kept == list(range(5, MAX_FILES + 5))
+    assert not old_build.root.exists(), "an emptied older build's folder goes too"
 
 
 def test_settings_turn_the_store_on_and_off():

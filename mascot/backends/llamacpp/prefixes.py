@@ -8,8 +8,8 @@ puts them back into an empty sequence of a unified-KV context on the next proces
 
 A file is valid only for the llama.cpp build, the model file, the KV layout (flash attention transposes V) and
 the adapter file it was computed with: all of them are in its key. A file that llama.cpp refuses or that is
-damaged is deleted and the prefix is prefilled as before, with a warning. At most `MAX_FILES` files are kept
-(the least recently used go first: training loads a new adapter every step).
+damaged is deleted and the prefix is prefilled as before, with a warning. At most `MAX_FILES` files are kept, over
+all builds (the least recently used go first: training loads a new adapter every step).
 """
 
 from __future__ import annotations
@@ -139,9 +139,18 @@ class PrefixStore:
         self._missing.add(path.stem)
 
     def _prune(self) -> None:
-        files = sorted(self.root.glob("*.kv"), key=lambda p: p.stat().st_mtime_ns)
+        """Keep the `MAX_FILES` most recently used files of every build's folder together (an old build's go first)."""
+        def used(path: Path) -> int:
+            try:
+                return path.stat().st_mtime_ns
+            except OSError:  # removed meanwhile by another process
+                return 0
+
+        files = sorted(self.root.parent.glob("*/*.kv"), key=used)
         for old in files[:max(0, len(files) - MAX_FILES)]:
             old.unlink(missing_ok=True)
+            if old.parent != self.root and not any(old.parent.iterdir()):
+                old.parent.rmdir()
 
 
 def prefix_store(cache_dir: str | Path | None) -> PrefixStore:
