@@ -152,8 +152,12 @@ def test_warm_up_primes_each_speaker_and_the_director_and_logs_nothing(monkeypat
     assert backend.score_calls  # the director scored its options once
     assert events.tier_counts("input") == {} and events.tier_counts("output") == {}
     assert engine._selector is None  # fast replies never load the acceptability scorer
+    backend.calls.clear()
     engine.warm_up(pack, "prompted", replies="careful")
     assert engine._selector is not None and engine._selector[0] is not None  # careful replies: loaded at warm-up
+    # careful replies draw in the batch context: each persona's prompt goes there as a batch of two
+    primed = [c for c in backend.calls if c.params.max_new_tokens == 1]
+    assert len(primed) == 2 * len(pack.active) and len({c.messages[0]["content"] for c in primed}) == len(pack.active)
 
 
 def test_cli_no_adapters_asks_the_backend_for_no_persona_lora(monkeypatch, capsys):

@@ -183,9 +183,11 @@ class Engine:
         dialogue = Dialogue([Turn("user", text)])
         for persona in pack.active:
             msgs = group.speaker.messages(persona, pack.active, dialogue, None)
-            # the chat's cache slots, which fast replies stream from; careful draws fill the batch context on first
-            # use, which keeps warm-up short for a first answer that arrives during it
-            self.backend.generate([msgs], GenerationParams(max_new_tokens=1, temperature=0.0),
+            # where the reply mode draws: careful replies in the batch context (two one-token draws keep each
+            # persona's prefix there, restored from disk where the backend keeps prefixes), fast ones in the chat's
+            # cache slots
+            chats = [msgs, msgs] if replies == "careful" else [msgs]
+            self.backend.generate(chats, GenerationParams(max_new_tokens=1, temperature=0.0),
                                   adapter=group.speaker.adapter_for(persona))
         group.director.decide(DirectorState(dialogue, pack.active, 0))
         selector = self.selector()[0] if replies == "careful" else None
