@@ -161,3 +161,44 @@ def test_settings_turn_the_store_on_and_off():
 
     assert Settings.from_env({}).backend_options()["keep_prefixes"] is True
     assert Settings.from_env({"MASCOT_LLAMACPP_KEEP_PREFIXES": "0"}).backend_options()["keep_prefixes"] is False
+
+
+@pytest.mark.model
+def test_a_read_only_cache_still_restores_and_never_fails_a_call(tmp_path, monkeypatch, caplog):
+    import mascot.backends.llamacpp.prefixes as prefixes
+
+    writer, _ = _backend(tmp_path)
+    scores, _, _ = _turn(writer)
+    del writer
+    good = sorted(tmp_path.glob("*/*.kv"))[0]
+    good.write_bytes(b"damaged")  # to be dropped, which a read-only folder refuses
+
+    def refuse(*_args, **_kwargs):  # type: ignore[no-untyped-def]
+        raise PermissionError("read-only file system")
+
+    monkeypatch.setattr(prefixes.os, "utime", refuse)
+    monkeypatch.setattr(prefixes.tempfile, "mkstemp", refuse)
+    monkeypatch.setattr(Path, "unlink", refuse)
+    reader, read = _backend(tmp_path)
+    with caplog.at_level(logging.WARNING):
+        again, texts, _ = _turn(reader)
+    assert again == pytest.approx(scores, abs=0.02) and all(texts)
+    assert "was damaged; prefilling instead" in caplog.text
+    assert good.read_bytes() == b"damaged", "the folder refused the delete; the file stays, and this process skips it"
+
+
+@pytest.mark.model
+def test_an_unwritable_cache_warns_once_per_prefix_and_answers(tmp_path, monkeypatch, caplog):
+    import mascot.backends.llamacpp.prefixes as prefixes
+
+    def refuse(*_args, **_kwargs):  # type: ignore[no-untyped-def]
+        raise PermissionError("read-only file system")
+
+    monkeypatch.setattr(prefixes.tempfile, "mkstemp", refuse)
+    backend, _ = _backend(tmp_path)
+    with caplog.at_level(logging.WARNING):
+        first = _turn(backend)[0]
+        second = _turn(backend)[0]
+    assert first == pytest.approx(second, abs=0.02)
+    assert caplog.text.count("could not keep a prompt prefix") == 2  # the director's and the speaker's, once each
+    assert not list(tmp_path.glob("*/*.kv"))

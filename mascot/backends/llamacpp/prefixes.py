@@ -49,6 +49,7 @@ class PrefixStore:
     def __init__(self, root: str | Path, identity: Sequence[object]) -> None:
         self.root = Path(root) / _digest(VERSION, *identity)
         self._missing: set[str] = set()  # keys looked up without a file this process (not read again)
+        self._unwritable: set[str] = set()  # keys whose file could not be written this process
         self._scratch = (ctypes.c_uint8 * 0)()
 
     def key(self, weights_file: str | Path, adapter_file: str | None, flash_attn: bool | None) -> str:
@@ -82,14 +83,17 @@ class PrefixStore:
             self._drop(path, "refused by llama.cpp")
             return 0
         ll.llama_memory_seq_rm(mem, seq, n, -1)
-        os.utime(path)  # recently used: kept longest
+        try:
+            os.utime(path)  # recently used: kept longest
+        except OSError:  # a read-only cache still serves
+            pass
         return n
 
     def save(self, ll: Any, ctx: Any, mem: Any, seq: int, scratch_seq: int, key: str, tokens: Sequence[int]) -> None:
         """Write the first `len(tokens)` cells of `seq` (holding `tokens` from position 0) under `key`, unless a
         file is there already; `scratch_seq` is an empty sequence used to cut the state to that prefix."""
         path = self.root / f"{key}.kv"
-        if len(tokens) < MIN_TOKENS or path.exists():
+        if len(tokens) < MIN_TOKENS or key in self._unwritable or path.exists():
             return
         if ll.llama_memory_seq_pos_max(mem, seq) + 1 < len(tokens):
             return  # the sequence does not hold them all
@@ -114,6 +118,7 @@ class PrefixStore:
             os.replace(tmp, path)
         except OSError as exc:  # a full or read-only disk only costs the next start its prefill
             log.warning("could not keep a prompt prefix in %s (%s)", self.root, exc)
+            self._unwritable.add(key)  # not tried again by this process
             return
         self._missing.discard(key)
         self._prune()
@@ -135,8 +140,11 @@ class PrefixStore:
 
     def _drop(self, path: Path, why: str) -> None:
         log.warning("prompt prefix %s was %s; prefilling instead", path, why)
-        path.unlink(missing_ok=True)
         self._missing.add(path.stem)
+        try:
+            path.unlink(missing_ok=True)
+        except OSError:  # a read-only cache: the file stays, and this process no longer reads it
+            pass
 
     def _prune(self) -> None:
         """Keep the `MAX_FILES` most recently used files of every build's folder together (an old build's go first)."""
@@ -148,9 +156,12 @@ class PrefixStore:
 
         files = sorted(self.root.parent.glob("*/*.kv"), key=used)
         for old in files[:max(0, len(files) - MAX_FILES)]:
-            old.unlink(missing_ok=True)
-            if old.parent != self.root and not any(old.parent.iterdir()):
-                old.parent.rmdir()
+            try:
+                old.unlink(missing_ok=True)
+                if old.parent != self.root and not any(old.parent.iterdir()):
+                    old.parent.rmdir()
+            except OSError:  # another process pruning at the same time
+                continue
 
 
 def prefix_store(cache_dir: str | Path | None) -> PrefixStore:
