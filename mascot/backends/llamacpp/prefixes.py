@@ -44,7 +44,7 @@ def _file_id(path: str | Path) -> str:
 
 
 class PrefixStore:
-    """A folder of prompt-opening KV states for one llama.cpp build and one model file (`identity`)."""
+    """A folder of prompt-opening KV states for one llama.cpp build (`identity`); weights and adapters are in each key."""
 
     def __init__(self, root: str | Path, identity: Sequence[object]) -> None:
         self.root = Path(root) / _digest(VERSION, *identity)
