@@ -136,11 +136,10 @@ def machine() -> dict[str, Any]:
 
 
 def cache_key(source: Path, threads: int) -> str:
-    from mascot.backends.llamacpp.probe import _key, _library
+    from mascot.backends.llamacpp.probe import _key, _library, file_id
 
     lib = _library()
-    st = source.stat()
-    parts = [_key(lib) if lib else "no-library", cpu_identity(), f"{source.resolve()}|{st.st_size}|{st.st_mtime_ns}",
+    parts = [_key(lib) if lib else "no-library", cpu_identity(), file_id(source),
              str(threads), str(VERSION)]
     return hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
 

@@ -163,11 +163,11 @@ class KVContexts:
     def _keep_prefix(self, adapter: str | None, ctx: Any, mem: Any, scratch: int, tokens: list[int],
                      system_end: Callable[[], int], weights_path: Any, flash_attn: bool | None) -> None:
         """Store sequence 0's opening, at most up to the end of the system message (`system_end()`, computed only
-        when no file is there yet), for the next process; `tokens`: what sequence 0 holds."""
+        when the store wants the file), for the next process; `tokens`: what sequence 0 holds."""
         if self.prefixes is None:
             return
         key = self._prefix_key(adapter, weights_path, flash_attn)
-        if not self.prefixes.has(key):
+        if self.prefixes.wants(key):
             self.prefixes.save(self.ll, ctx, mem, 0, scratch, key, tokens[:system_end()])
 
     # ------------------------------------------------------------- the decoder

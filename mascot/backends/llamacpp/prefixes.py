@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from mascot.backends.llamacpp.contexts import common_prefix
+from mascot.backends.llamacpp.probe import file_id
 
 log = logging.getLogger(__name__)
 
@@ -36,11 +37,6 @@ _MAGIC = b"MASCOTKV"
 
 def _digest(*parts: object) -> str:
     return hashlib.sha256(json.dumps([str(p) for p in parts]).encode()).hexdigest()[:24]
-
-
-def _file_id(path: str | Path) -> str:
-    st = Path(path).stat()
-    return f"{Path(path).resolve()}:{st.st_size}:{st.st_mtime_ns}"
 
 
 class PrefixStore:
@@ -55,10 +51,11 @@ class PrefixStore:
     def key(self, weights_file: str | Path, adapter_file: str | None, flash_attn: bool | None) -> str:
         """The file key of a context's prefixes: the weights it runs on, its adapter's GGUF file (or none) and
         its flash-attention setting."""
-        return _digest(_file_id(weights_file), _file_id(adapter_file) if adapter_file else "base", flash_attn)
+        return _digest(file_id(weights_file), file_id(adapter_file) if adapter_file else "base", flash_attn)
 
-    def has(self, key: str) -> bool:
-        return (self.root / f"{key}.kv").exists()
+    def wants(self, key: str) -> bool:
+        """Whether `save` would write `key`: no file yet, and none failed to write in this process."""
+        return key not in self._unwritable and not (self.root / f"{key}.kv").exists()
 
     def restore(self, ll: Any, ctx: Any, mem: Any, seq: int, key: str, tokens: Sequence[int]) -> int:
         """Load the stored prefix for `key` into the empty sequence `seq` and keep only the part `tokens` starts
@@ -93,7 +90,7 @@ class PrefixStore:
         """Write the first `len(tokens)` cells of `seq` (holding `tokens` from position 0) under `key`, unless a
         file is there already; `scratch_seq` is an empty sequence used to cut the state to that prefix."""
         path = self.root / f"{key}.kv"
-        if len(tokens) < MIN_TOKENS or key in self._unwritable or path.exists():
+        if len(tokens) < MIN_TOKENS or not self.wants(key):
             return
         if ll.llama_memory_seq_pos_max(mem, seq) + 1 < len(tokens):
             return  # the sequence does not hold them all
@@ -110,6 +107,7 @@ class PrefixStore:
         if not n:
             return
         head = json.dumps(list(tokens)).encode()
+        tmp = None
         try:
             self.root.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=self.root, prefix=".kv-")
@@ -119,6 +117,8 @@ class PrefixStore:
         except OSError as exc:  # a full or read-only disk only costs the next start its prefill
             log.warning("could not keep a prompt prefix in %s (%s)", self.root, exc)
             self._unwritable.add(key)  # not tried again by this process
+            if tmp is not None and os.path.exists(tmp):
+                os.unlink(tmp)  # a half-written file never stays
             return
         self._missing.discard(key)
         self._prune()

@@ -45,9 +45,15 @@ def _library() -> Path | None:
     return None
 
 
+def file_id(path: str | Path) -> str:
+    """A file's identity in cache keys: its resolved path, size and modification time (a rebuilt or replaced
+    file is another key)."""
+    st = Path(path).stat()
+    return f"{Path(path).resolve()}|{st.st_size}|{st.st_mtime_ns}"
+
+
 def _key(lib: Path) -> str:
-    st = lib.stat()
-    return hashlib.sha256(f"{lib.resolve()}|{st.st_size}|{st.st_mtime_ns}|{sys.executable}".encode()).hexdigest()[:16]
+    return hashlib.sha256(f"{file_id(lib)}|{sys.executable}".encode()).hexdigest()[:16]
 
 
 def probe(gguf: Path | None = None) -> tuple[bool, str]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from mascot.backends.base import GenerationParams, Messages
+from mascot.backends.llamacpp.contexts import common_prefix
 from mascot.errors import BackendError
 
 
@@ -45,8 +46,6 @@ class ChatTemplate:
     def system_end(self, messages: Messages, prompt: list[int]) -> int:
         """How many leading tokens of `prompt` (rendered from `messages`) hold nothing but the template's opening
         and the system message: the part that may be kept on disk (prefixes.py), since no user text is in it."""
-        from mascot.backends.llamacpp.contexts import common_prefix
-
         system = messages[0].get("content", "") if messages and messages[0].get("role") == "system" else ""
         text = self.render(messages) if system else ""
         end = text.find(system) if system else -1
