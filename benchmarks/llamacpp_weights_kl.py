@@ -52,32 +52,19 @@ def requantized(target: str, cache_dir: str) -> Path:
     """The embedded GGUF with every Q4_1/Q8_0 weight de-quantised and quantised again as `target` (written once)."""
     import gguf
 
+    from mascot.backends.llamacpp.recode import write_gguf
     from mascot.files.model_files import embedded_gguf
 
     src = embedded_gguf()
     kind = gguf.GGMLQuantizationType[target.upper()]
     out = Path(cache_dir) / "gguf-recode" / f"{src.stem}-requantized-{target}.gguf"
-    if out.exists():
-        return out
-    out.parent.mkdir(parents=True, exist_ok=True)
-    reader = gguf.GGUFReader(str(src))
-    writer = gguf.GGUFWriter(str(out) + ".part", str(reader.fields["general.architecture"].contents()))
-    for field in reader.fields.values():
-        if field.name in ("general.architecture", "general.file_type") or field.name.startswith("GGUF."):
-            continue
-        vtype = field.types[0]
-        writer.add_key_value(field.name, field.contents(), vtype,
-                             sub_type=field.types[-1] if vtype == gguf.GGUFValueType.ARRAY else None)
-    for t in reader.tensors:
-        if t.tensor_type.name in ("Q4_1", "Q8_0"):
-            writer.add_tensor(t.name, gguf.quants.quantize(gguf.quants.dequantize(t.data, t.tensor_type), kind), raw_dtype=kind)
-        else:
-            writer.add_tensor(t.name, t.data, raw_dtype=t.tensor_type)
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
-    Path(str(out) + ".part").replace(out)
+    if not out.exists():
+        def convert(t):  # type: ignore[no-untyped-def]
+            if t.tensor_type.name in ("Q4_1", "Q8_0"):
+                return gguf.quants.quantize(gguf.quants.dequantize(t.data, t.tensor_type), kind), kind
+            return t.data, t.tensor_type
+
+        write_gguf(gguf.GGUFReader(str(src)), out, convert)
     return out
 
 

@@ -28,7 +28,9 @@ from __future__ import annotations
 import logging
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -72,6 +74,33 @@ def recode_gguf(src: str | Path, target: str, cache_dir: str | Path | None = Non
     Q = gguf.GGMLQuantizationType
     if target == "q8_0" and not any(t.tensor_type.name in _LOW_BIT for t in reader.tensors):
         return src  # nothing to gain: already Q8_0, F16 or F32
+
+    def convert(t: Any) -> tuple[np.ndarray, Any]:
+        kind = t.tensor_type
+        if kind in (Q.F32, Q.F16):
+            return np.asarray(t.data, dtype=np.float32 if target == "f32" else t.data.dtype), None
+        if target == "f32":
+            return gguf.quants.dequantize(t.data, kind).astype(np.float32), None
+        if kind.name in _LOW_BIT or (target == "bf16" and kind == Q.Q8_0):
+            to = Q.BF16 if target == "bf16" else Q.Q8_0
+            return gguf.quants.quantize(gguf.quants.dequantize(t.data, kind), to), to
+        return t.data, kind
+
+    try:
+        write_gguf(reader, out, convert)
+    except (gguf.quants.QuantError, NotImplementedError, ValueError) as exc:
+        raise BackendError(f"Could not re-encode {src} as {target} ({exc}); set the weights to `native` "
+                           "(MASCOT_LLAMACPP_WEIGHTS=native) to serve the file as it is.") from exc
+    log.info("llama.cpp weights: wrote %s (%s of %s)", out, target, src.name)
+    return out
+
+
+def write_gguf(reader: Any, out: Path, convert: Callable[[Any], tuple[np.ndarray, Any]]) -> None:
+    """Write `reader`'s GGUF to `out` with every metadata field copied (chat template and tokenizer included) and
+    each tensor as `convert(tensor)` gives it: (data, its GGML type, or None to let gguf-py infer it from the
+    array). Atomic: a temporary file in `out`'s folder, renamed when complete and removed on any failure."""
+    import gguf
+
     out.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=".recode-", suffix=".gguf")
     os.close(fd)
@@ -84,28 +113,16 @@ def recode_gguf(src: str | Path, target: str, cache_dir: str | Path | None = Non
             sub = field.types[-1] if vtype == gguf.GGUFValueType.ARRAY else None
             writer.add_key_value(field.name, field.contents(), vtype, sub_type=sub)
         for t in reader.tensors:
-            kind = t.tensor_type
-            if kind in (Q.F32, Q.F16):
-                data = np.asarray(t.data, dtype=np.float32 if target == "f32" else t.data.dtype)
+            data, kind = convert(t)
+            if kind is None:
                 writer.add_tensor(t.name, data)
-            elif target == "f32":
-                writer.add_tensor(t.name, gguf.quants.dequantize(t.data, kind).astype(np.float32))
-            elif kind.name in _LOW_BIT or (target == "bf16" and kind == Q.Q8_0):
-                to = Q.BF16 if target == "bf16" else Q.Q8_0
-                values = gguf.quants.dequantize(t.data, kind)
-                writer.add_tensor(t.name, gguf.quants.quantize(values, to), raw_dtype=to)
             else:
-                writer.add_tensor(t.name, t.data, raw_dtype=kind)
+                writer.add_tensor(t.name, data, raw_dtype=kind)
         writer.write_header_to_file()
         writer.write_kv_data_to_file()
         writer.write_tensors_to_file()
         writer.close()
         os.replace(tmp, out)
-    except (gguf.quants.QuantError, NotImplementedError, ValueError) as exc:
-        raise BackendError(f"Could not re-encode {src} as {target} ({exc}); set the weights to `native` "
-                           "(MASCOT_LLAMACPP_WEIGHTS=native) to serve the file as it is.") from exc
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
-    log.info("llama.cpp weights: wrote %s (%s of %s)", out, target, src.name)
-    return out
