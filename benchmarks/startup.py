@@ -25,6 +25,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -73,6 +74,12 @@ def cli_round(repo: Path, extra: tuple[str, ...] = ()) -> tuple[float, list[str]
     return took, [m for m in heavy.split(",") if m], turns, answering
 
 
+def alternating(repos: list[Path], rounds: int) -> Iterator[Path]:
+    """Each checkout once per round, the order reversed every other round."""
+    for k in range(rounds):
+        yield from (repos if k % 2 == 0 else repos[::-1])
+
+
 def time_cli(repos: list[Path], rounds: int, pause: float = 0.0, extra: tuple[str, ...] = ()) -> list[dict]:
     """CLI figures per checkout; with several, each round runs all of them in turn, the order alternating, so a
     machine whose speed drifts over minutes (shared hosts do) weighs on every checkout alike. `answer_s` is the
@@ -82,13 +89,12 @@ def time_cli(repos: list[Path], rounds: int, pause: float = 0.0, extra: tuple[st
     loads: dict[Path, list[float]] = {r: [] for r in repos}
     heavy: dict[Path, list[str]] = {}
     turns: dict[Path, int] = {}
-    for k in range(rounds):
-        for repo in (repos if k % 2 == 0 else repos[::-1]):
-            time.sleep(pause)
-            loads[repo].append(round(os.getloadavg()[0], 2))
-            took, heavy[repo], turns[repo], answering = cli_round(repo, extra)
-            times[repo].append(took)
-            answers[repo].append(answering)
+    for repo in alternating(repos, rounds):
+        time.sleep(pause)
+        loads[repo].append(round(os.getloadavg()[0], 2))
+        took, heavy[repo], turns[repo], answering = cli_round(repo, extra)
+        times[repo].append(took)
+        answers[repo].append(answering)
     return [{"median_s": round(statistics.median(times[r]), 2), "runs_s": [round(x, 2) for x in times[r]],
              "answer_median_s": round(statistics.median(answers[r]), 2),
              "start_up_median_s": round(statistics.median(t - a for t, a in zip(times[r], answers[r])), 2),
@@ -142,12 +148,11 @@ def time_app(repos: list[Path], rounds: int, pause: float = 0.0) -> list[dict]:
     """App figures per checkout, rounds alternating between checkouts as in `time_cli`."""
     served: dict[Path, list[float]] = {r: [] for r in repos}
     answered: dict[Path, list[float]] = {r: [] for r in repos}
-    for k in range(rounds):
-        for repo in (repos if k % 2 == 0 else repos[::-1]):
-            time.sleep(pause)
-            page, first = app_round(repo)
-            served[repo].append(page)
-            answered[repo].append(first)
+    for repo in alternating(repos, rounds):
+        time.sleep(pause)
+        page, first = app_round(repo)
+        served[repo].append(page)
+        answered[repo].append(first)
     return [{"page_median_s": round(statistics.median(served[r]), 2), "page_runs_s": [round(x, 2) for x in served[r]],
              "first_answer_median_s": round(statistics.median(answered[r]), 2),
              "first_answer_runs_s": [round(x, 2) for x in answered[r]]} for r in repos]
