@@ -23,6 +23,7 @@ from mascot.safety.lexical import out_of_fold as lexical_out_of_fold
 from mascot.safety.training.data import TrainingSets, message_training_examples
 from mascot.safety.training.fitting import FitConfig, Fitter
 from mascot.safety.training.thresholds import (
+    CONCERN_MAX_FPR,
     CONCERN_ORDINARY_MAX_FPR,
     CONTEXT_RECALL,
     CRISIS_MAX_FPR,
@@ -76,7 +77,7 @@ def main() -> None:
 def report(oof: np.ndarray, y: np.ndarray, cats: np.ndarray) -> None:
     ordinary = cats == "ordinary"
     hard = ~y & ~np.isin(cats, EASY_NEGATIVES)
-    t = message_thresholds(oof, y, ordinary, CRISIS_MAX_FPR, CONCERN_ORDINARY_MAX_FPR, CONTEXT_RECALL)
+    t = message_thresholds(oof, y, ordinary, CRISIS_MAX_FPR, CONCERN_ORDINARY_MAX_FPR, CONTEXT_RECALL, CONCERN_MAX_FPR)
     print(f"thresholds {t}")
     for tier in ("crisis", "concern"):
         print(f"  at the {tier} threshold: recall {(oof[y] >= t[tier]).mean():.3f}, hard-negative FPR "

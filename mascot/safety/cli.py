@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 
 from mascot.errors import InputError
+from mascot.safety.classifier import MODEL_DIR
 from mascot.safety.evaluation import REPORT, evaluate, print_report
 from mascot.safety.training.data import TrainingSets
 from mascot.safety.training.fitting import FitConfig
@@ -43,6 +44,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="leave out the retired held-out set (crisis_heldout_retired.txt; `eval` then measures on it)")
     t.add_argument("--no-everyday", action="store_true",
                    help="leave out the everyday-life lines (crisis_train_everyday.txt)")
+    t.add_argument("--no-retired-fresh", action="store_true",
+                   help="leave out the retired fresh English set (crisis_heldout_retired_fresh.txt; `eval` then measures on it)")
     t.add_argument("--good-news", action="store_true",
                    help="add the good-news lines (crisis_train_good_news.txt: 'got the keys ... today' and the like)")
     t.add_argument("--multilingual-dev", action="store_true",
@@ -63,13 +66,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     e.add_argument("--json", type=Path, default=None, help=f"also write the figures as JSON (the shipped ones: {REPORT})")
     e.add_argument("--latency-runs", type=int, default=300, help="messages timed (each once)")
     e.add_argument("--model-dir", type=Path, default=None,
-                   help="measure the message classifier saved under this folder (by `safety train --out`) instead of the shipped one")
+                   help="measure the classifiers saved under this folder (by `safety train --out`) instead of the shipped ones")
+    e.add_argument("--sets", default=None,
+                   help="comma-separated held-out sets to read (report keys such as heldout_large,heldout_blind); default: all")
 
 
 def training_sets(args: argparse.Namespace) -> TrainingSets:
     """The training-only sets the `train` flags switch on."""
     return TrainingSets(confusable=not args.no_confusable, farewells_plans=not args.no_farewells_plans,
                         retired_heldout=not args.no_retired_heldout, everyday=not args.no_everyday,
+                        retired_fresh=not args.no_retired_fresh,
                         multilingual_dev=args.multilingual_dev, good_news=args.good_news)
 
 
@@ -77,7 +83,7 @@ def main(args: argparse.Namespace) -> int:
     if args.safety_command == "train" and args.only == "multilingual":
         from mascot.safety.training.multilingual import train_multilingual
 
-        train_multilingual(args.folds, out_root=args.out)
+        train_multilingual(args.folds, out_root=args.out, message_root=args.out or MODEL_DIR)
         return 0
     if args.safety_command == "train":
         cfg = FitConfig(layers=args.layers, epochs=args.epochs, lr=args.lr, augment=not args.no_augment)
@@ -88,7 +94,8 @@ def main(args: argparse.Namespace) -> int:
         return 0
     if args.latency_runs < 1:
         raise InputError("--latency-runs must be at least 1.")
-    report = evaluate(args.latency_runs, args.model_dir)
+    only = [k.strip() for k in args.sets.split(",") if k.strip()] if args.sets else None
+    report = evaluate(args.latency_runs, args.model_dir, only)
     print_report(report)
     if args.json:
         tmp = args.json.with_suffix(".tmp")

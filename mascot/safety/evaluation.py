@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
+from mascot.errors import InputError
 from mascot.jobs.events import tracked
 from mascot.safety.training.data import (
     TrainingSets,
@@ -28,6 +29,7 @@ from mascot.safety.training.data import (
     load_messages,
     load_ordinary,
     load_replies,
+    load_retired_fresh,
     load_retired_heldout,
 )
 from mascot.stats import wilson_interval
@@ -51,8 +53,11 @@ HELDOUT_SETS = {
 # the readings each set is measured with: the patterns alone, the detector without the USE layer (MiniLM alone,
 # with every pattern and rule), the USE layer alone on every message, and the shipped combination
 VARIANTS = ("patterns", "minilm", "use", "detector")
-# held out only for a model that did not train on it (the shipped one does)
-RETIRED_SET = {"heldout_retired": ("Retired held-out set (crisis_heldout_retired.txt)", lambda: load_retired_heldout("test"))}
+# held out only for a model that did not train on them (the shipped one does): key -> (title, loader), and the
+# `TrainingSets` field that says a model trained on the set
+RETIRED_SETS = {"heldout_retired": ("Retired held-out set (crisis_heldout_retired.txt)", lambda: load_retired_heldout("test")),
+                "heldout_retired_fresh": ("Retired fresh set (crisis_heldout_retired_fresh.txt)", lambda: load_retired_fresh("test"))}
+RETIRED_BY = {"heldout_retired": "retired_heldout", "heldout_retired_fresh": "retired_fresh"}
 
 
 def _rate(k: int, n: int) -> dict:
@@ -84,8 +89,14 @@ def _measure(examples, tiers: list[str]) -> dict:  # type: ignore[no-untyped-def
     return out
 
 
-def evaluate(runs: int = 200, model_root: Path | None = None) -> dict:
-    """Every figure `safety eval` prints, as a dict (for the message classifier under `model_root`, or the shipped one)."""
+def evaluate(runs: int = 200, model_root: Path | None = None, only: list[str] | None = None) -> dict:
+    """Every figure `safety eval` prints, as a dict (for the classifiers under `model_root`, or the shipped ones);
+    `only` names the held-out sets to read (default: every one the model did not train on)."""
+    if only is not None:
+        known = list(HELDOUT_SETS | RETIRED_SETS)
+        unknown = [k for k in only if k not in known]
+        if unknown:
+            raise InputError(f"Unknown held-out set(s) {', '.join(unknown)}; the sets are: {', '.join(known)}.")
     import torch
 
     from mascot.safety.classifier import load_classifier
@@ -94,7 +105,13 @@ def evaluate(runs: int = 200, model_root: Path | None = None) -> dict:
     torch.set_num_threads(1)
     test = [e for e in load_messages() if e.split == "test"]
     patterns = CrisisDetector(use_classifier=False)
-    full = CrisisDetector(classifier=load_classifier("messages", model_root) if model_root else None)
+    full = CrisisDetector()
+    if model_root:  # the classifiers saved by `safety train --out`: the message classifier and, when there, the USE head
+        from mascot.safety.multilingual import NAME, load_multilingual
+
+        use = (model_root / NAME / "classifier.json").exists()
+        full = CrisisDetector(classifier=load_classifier("messages", model_root),
+                              multilingual=load_multilingual(model_root) if use else None, use_multilingual=use)
     variants = {"patterns": patterns, "detector": full,
                 "minilm": CrisisDetector(classifier=full.classifier, use_multilingual=False)}
     if full.multilingual is not None:
@@ -103,8 +120,9 @@ def evaluate(runs: int = 200, model_root: Path | None = None) -> dict:
     report["patterns"] = _measure(test, [patterns.check(e.text, record=False).tier for e in test])
     report["detector"] = _measure(test, [full.check(e.text, record=False).tier for e in test])
     report["detector_after_benign_turns"] = _measure(test, [full.check(e.text, BENIGN_HISTORY, record=False).tier for e in test])
-    retired_trained = TrainingSets.of_model(full.classifier.meta).retired_heldout
-    sets = {key: load() for key, (_, load) in (HELDOUT_SETS | ({} if retired_trained else RETIRED_SET)).items()}
+    trained = TrainingSets.of_model(full.classifier.meta)
+    retired = {k: v for k, v in RETIRED_SETS.items() if not getattr(trained, RETIRED_BY[k])}
+    sets = {key: load() for key, (_, load) in (HELDOUT_SETS | retired).items() if only is None or key in only}
     for key, rows in tracked(sets.items(), step="held-out sets", total=len(sets), bar=False):
         report[key] = {"test_size": len(rows)} | {
             name: _measure(rows, [d.check(e.text, record=False).tier for e in rows]) for name, d in variants.items()}
@@ -193,7 +211,7 @@ def print_report(r: dict) -> None:
     t = r["thresholds"]
     print(f"Thresholds crisis={t['crisis']:.4f} concern={t['concern']:.4f} context floor={t.get('context', t['concern']):.4f}\n")
     print_heldout("Held-out split of crisis_messages.txt", r)
-    for key, (title, _) in (HELDOUT_SETS | RETIRED_SET).items():
+    for key, (title, _) in (HELDOUT_SETS | RETIRED_SETS).items():
         if key in r:
             print_heldout(title, r[key])
     a = r["detector_after_benign_turns"]["overall"]

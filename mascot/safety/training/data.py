@@ -9,13 +9,16 @@ Labelled messages (`## <label> <category>` blocks; `crisis` or `negative`, a har
   lethal questions and means, the hard negatives that resemble them (moving away, decluttering, wills), and
   harmless plans and short despair.
 - `crisis_train_everyday.txt`: training-only everyday frustrations, distress, plans, short chat; relapse-framed crisis.
-- `crisis_heldout_retired.txt`: a held-out set that measured one model once and then joined the training pool.
+- `crisis_heldout_retired.txt`, `crisis_heldout_retired_fresh.txt`: held-out sets that measured a model and then
+  joined the message classifier's training pool; `crisis_heldout_retired_multilingual.txt`: one that joined the
+  USE layer's training lines.
 - `crisis_heldout_large.txt`, `crisis_heldout_blind.txt` (writers who saw none of the project's files; everyday
   frustrations and mundane plans among the negatives), `crisis_heldout_distant.txt` (blind writers; no line within
   a difflib similarity of 0.75 of any other file's): test-only, never used for training or threshold choice.
 - `crisis_heldout_multilingual.txt`, `crisis_heldout_multilingual_confirm.txt` (a second writer's, to confirm the
   first's figures): 16 languages, the language as the category; test-only.
-- `crisis_heldout_fresh.txt`, `crisis_heldout_multilingual_fresh.txt` (three blind writers each): test-only.
+- `crisis_heldout_fresh.txt`, `crisis_heldout_multilingual_fresh.txt` (four and three blind writers): test-only,
+  the newest sets.
 - `crisis_categories.txt`: the category checks the tests hold the detector to (method plus time, idioms, ...):
   development lines, never training lines.
 - `crisis_dev_multilingual.txt`: the multilingual development set the multilingual patterns were written against;
@@ -119,6 +122,8 @@ HELDOUT_FRESH = "crisis_heldout_fresh.txt"
 HELDOUT_MULTILINGUAL_FRESH = "crisis_heldout_multilingual_fresh.txt"
 CATEGORIES = "crisis_categories.txt"
 RETIRED_HELDOUT = "crisis_heldout_retired.txt"
+RETIRED_FRESH = "crisis_heldout_retired_fresh.txt"
+RETIRED_MULTILINGUAL = "crisis_heldout_retired_multilingual.txt"
 DEV_MULTILINGUAL = "crisis_dev_multilingual.txt"
 TRAIN_CONFUSABLE = "crisis_train_confusable.txt"
 TRAIN_FAREWELLS_PLANS = "crisis_train_farewells_plans.txt"
@@ -183,6 +188,22 @@ def load_retired_heldout(split: str = "train") -> list[Example]:
         raise ConfigError(f"The retired held-out set's split must be 'train' or 'test', got {split!r}.")
     path = DATA_DIR / RETIRED_HELDOUT
     return _training_only(path) if split == "train" else _test_only(path)
+
+
+def load_retired_fresh(split: str = "train") -> list[Example]:
+    """The retired English set of three blind writers (methods with a time, means, goodbyes, plans, indirect lines;
+    idioms, everyday endings, others' deaths): training lines (`split="train"`), or test lines for a model that did
+    not train on them (`split="test"`)."""
+    if split not in ("train", "test"):
+        raise ConfigError(f"The retired fresh set's split must be 'train' or 'test', got {split!r}.")
+    path = DATA_DIR / RETIRED_FRESH
+    return _training_only(path) if split == "train" else _test_only(path)
+
+
+def load_retired_multilingual() -> list[Example]:
+    """The retired multilingual set (16 languages, three blind writers): training lines of the USE layer's head.
+    Categories read `<language>/<label>`."""
+    return _by_language(_training_only(DATA_DIR / RETIRED_MULTILINGUAL))
 
 
 def load_excluded() -> set[str]:
@@ -308,6 +329,7 @@ class TrainingSets:
     farewells_plans: bool = True
     retired_heldout: bool = True
     everyday: bool = True
+    retired_fresh: bool = True
     multilingual_dev: bool = False
     good_news: bool = False
 
@@ -335,6 +357,8 @@ def message_training_examples(untrained: Iterable[str] = (), sets: TrainingSets 
         pool += load_retired_heldout()
     if sets.everyday:
         pool += load_train_everyday()
+    if sets.retired_fresh:
+        pool += load_retired_fresh()
     if sets.multilingual_dev:
         pool += load_dev_multilingual()
     if sets.good_news:

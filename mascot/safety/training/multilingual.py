@@ -3,8 +3,8 @@ its stack weight and thresholds, all on out-of-fold scores of training lines onl
 
 Training rows: the shipped message classifier's own training pool (so the English stack can be scored out of
 fold against its saved out-of-fold MiniLM scores, row for row), the USE layer's own English training lines (which the MiniLM
-classifier never saw: its scores on them are out of sample), the multilingual development lines and the
-multilingual training lines.
+classifier never saw: its scores on them are out of sample), the multilingual development lines, the
+multilingual training lines and the retired multilingual held-out set.
 - `use_weight`: from `USE_WEIGHTS`, the one whose stack has the highest out-of-fold recall at the crisis
   threshold (false-positive rate on all English negatives at most `CRISIS_MAX_FPR`);
 - English thresholds: the message classifier's rules (`message_thresholds`) on the stack's out-of-fold scores;
@@ -30,11 +30,13 @@ from mascot.safety.training.data import (
     TrainingSets,
     load_dev_multilingual,
     load_excluded,
+    load_retired_multilingual,
     load_train_multilingual,
     load_train_use_english,
     message_training_examples,
 )
 from mascot.safety.training.thresholds import (
+    CONCERN_MAX_FPR,
     CONCERN_ORDINARY_MAX_FPR,
     CONTEXT_RECALL,
     CRISIS_MAX_FPR,
@@ -76,7 +78,7 @@ def train_multilingual(folds: int = 3, seed: int = 0, out_root: Path | None = No
                           "(the data changed since it was trained): retrain it first.")
     seen = {e.text for e in english} | load_excluded()
     extra = [e for e in load_train_use_english() if e.text not in seen]
-    other = load_dev_multilingual() + load_train_multilingual()
+    other = load_dev_multilingual() + load_train_multilingual() + load_retired_multilingual()
     rows = english + extra + other
     y = np.array([e.positive for e in rows])
     is_other = np.r_[np.zeros(len(english) + len(extra), bool), np.ones(len(other), bool)]
@@ -102,7 +104,8 @@ def train_multilingual(folds: int = 3, seed: int = 0, out_root: Path | None = No
 
     weight = max(USE_WEIGHTS, key=recall_at_crisis)
     s_en = stack(minilm, u_en, weight)
-    t_en = message_thresholds(s_en, y_en, ordinary, CRISIS_MAX_FPR, CONCERN_ORDINARY_MAX_FPR, CONTEXT_RECALL)
+    t_en = message_thresholds(s_en, y_en, ordinary, CRISIS_MAX_FPR, CONCERN_ORDINARY_MAX_FPR, CONTEXT_RECALL,
+                              CONCERN_MAX_FPR)
     u_ot, y_ot = oof[is_other], y[is_other]
     crisis = threshold_for_fpr(u_ot, y_ot, OTHER_CRISIS_MAX_FPR)
     concern = min(crisis, threshold_for_fpr(u_ot, y_ot, OTHER_CONCERN_MAX_FPR))
@@ -123,6 +126,7 @@ def train_multilingual(folds: int = 3, seed: int = 0, out_root: Path | None = No
             "folds": folds, "seed": seed, "train_size": {"english": len(english), "use_english": len(extra), "other": len(other)},
             "use_weight": weight, "thresholds": {"english": t_en, "other": t_ot},
             "targets": {"crisis_max_fpr": CRISIS_MAX_FPR, "concern_ordinary_max_fpr": CONCERN_ORDINARY_MAX_FPR,
+                        "concern_max_fpr": CONCERN_MAX_FPR,
                         "context_recall": CONTEXT_RECALL, "other_crisis_max_fpr": OTHER_CRISIS_MAX_FPR,
                         "other_concern_max_fpr": OTHER_CONCERN_MAX_FPR},
             "cv": cv, "train_seconds": round(time.time() - started, 1),

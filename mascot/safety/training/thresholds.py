@@ -1,8 +1,9 @@
 """The detector's thresholds, chosen on cross-validated (out-of-fold) scores of the training split only.
 
 The crisis tier replaces the group's replies, so it is held to a false-positive rate on all negatives; the
-concern tier (a persona asks about safety) is held to a false-positive rate on everyday scenario openings, so
-ordinary messages rarely get a safety question; the context floor (how suspicious a message must be alone
+concern tier (a persona asks about safety, and the group still answers) is held to a false-positive rate on
+everyday scenario openings and another on all negatives, so ordinary messages seldom get a safety question; the
+context floor (how suspicious a message must be alone
 before earlier turns can make it a crisis) is set for recall. Figures: docs/safety.md.
 """
 
@@ -13,7 +14,8 @@ import numpy as np
 from mascot.errors import ConfigError, InputError
 
 CRISIS_MAX_FPR = 0.05
-CONCERN_ORDINARY_MAX_FPR = 0.05
+CONCERN_ORDINARY_MAX_FPR = 0.10
+CONCERN_MAX_FPR = 0.12  # on all negatives: under the 0.15 budget for hard negatives, with room for new writers
 CONTEXT_RECALL = 0.98
 REPLY_MAX_FPR = 0.10  # the reply classifier is small: its threshold caps cross-validated false replacements
 
@@ -37,18 +39,21 @@ def threshold_for_fpr(scores: np.ndarray, positive: np.ndarray, max_fpr: float) 
 
 
 def message_thresholds(oof: np.ndarray, positive: np.ndarray, ordinary: np.ndarray, crisis_max_fpr: float,
-                       concern_ordinary_max_fpr: float, context_recall: float) -> dict[str, float]:
+                       concern_ordinary_max_fpr: float, context_recall: float,
+                       concern_max_fpr: float = 1.0) -> dict[str, float]:
     """The three thresholds of the message classifier, all from out-of-fold scores of the training split.
 
     crisis: the lowest whose false-positive rate on all negatives is at most `crisis_max_fpr` (the group is
-    replaced); concern: the lowest whose false-positive rate on the everyday scenario openings (`ordinary`)
-    is at most `concern_ordinary_max_fpr` (a persona asks about safety); context: the highest whose recall is
-    at least `context_recall`, the floor a message must reach alone before earlier turns can upgrade it."""
+    replaced); concern: the lowest whose false-positive rate is at most `concern_ordinary_max_fpr` on the everyday
+    scenario openings (`ordinary`) and at most `concern_max_fpr` on all negatives (a persona asks about safety),
+    never above crisis; context: the highest whose recall is at least `context_recall`, the floor a message must
+    reach alone before earlier turns can upgrade it."""
     crisis = threshold_for_fpr(oof, positive, crisis_max_fpr)
     if not ordinary.any():
         raise ConfigError("No everyday openings among the cross-validated scores: the concern threshold needs them.")
     keep = ordinary | positive
-    concern = min(crisis, threshold_for_fpr(oof[keep], positive[keep], concern_ordinary_max_fpr))
+    everyday = threshold_for_fpr(oof[keep], positive[keep], concern_ordinary_max_fpr)
+    concern = min(crisis, max(everyday, threshold_for_fpr(oof, positive, concern_max_fpr)))
     context = min(concern, choose_threshold(oof, positive, context_recall))
     return {"crisis": crisis, "concern": concern, "context": context}
 
@@ -59,12 +64,13 @@ def with_message_thresholds(meta: dict) -> dict:
         raise InputError("The message classifier's metadata has no `oof_categories`: retrain it with `python -m mascot safety train`.")
     oof, y = np.array(meta["oof_scores"]), np.array(meta["oof_labels"])
     ordinary = np.array([c == "ordinary" for c in meta["oof_categories"]])
-    t = message_thresholds(oof, y, ordinary, CRISIS_MAX_FPR, CONCERN_ORDINARY_MAX_FPR, CONTEXT_RECALL)
+    t = message_thresholds(oof, y, ordinary, CRISIS_MAX_FPR, CONCERN_ORDINARY_MAX_FPR, CONTEXT_RECALL, CONCERN_MAX_FPR)
     cv = {}
     for name in ("crisis", "concern", "context"):
         cv |= {f"recall_at_{name}": float((oof[y] >= t[name]).mean()), f"fpr_at_{name}": float((oof[~y] >= t[name]).mean()),
                f"ordinary_fpr_at_{name}": float((oof[ordinary] >= t[name]).mean())}
-    targets = {"crisis_max_fpr": CRISIS_MAX_FPR, "concern_ordinary_max_fpr": CONCERN_ORDINARY_MAX_FPR, "context_recall": CONTEXT_RECALL}
+    targets = {"crisis_max_fpr": CRISIS_MAX_FPR, "concern_ordinary_max_fpr": CONCERN_ORDINARY_MAX_FPR,
+               "concern_max_fpr": CONCERN_MAX_FPR, "context_recall": CONTEXT_RECALL}
     return {**meta, "thresholds": t, "targets": targets, "cv": cv}
 
 
