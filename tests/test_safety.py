@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from mascot.backends.fake import FakeBackend
+from mascot.errors import ConfigError
 from mascot.group.chat import CrisisEvent, DirectiveEvent, GroupChat, TurnEvent
 from mascot.group.dialogue import Dialogue
 from mascot.safety.classifier import read_meta
@@ -34,7 +35,9 @@ from mascot.safety.training.data import (
     load_messages,
     load_ordinary,
     load_replies,
+    load_retired_fresh,
     load_retired_heldout,
+    load_retired_multilingual,
     load_train_confusable,
     load_train_everyday,
     load_train_farewells_plans,
@@ -164,6 +167,17 @@ def test_retired_heldout_set_is_in_the_training_pool():
     assert not {e.text for e in retired} & {e.text for e in message_training_examples(sets=without)}
 
 
+def test_retired_fresh_set_is_in_the_training_pool_and_out_of_the_held_out_sets():
+    retired, pool = load_retired_fresh(), {e.text for e in message_training_examples()}
+    assert len(retired) == len(load_retired_fresh("test")) >= 390 and all(e.split == "train" for e in retired)
+    assert {e.text for e in retired} - load_excluded() <= pool
+    assert not {e.text for e in retired} & {e.text for e in message_training_examples(sets=TrainingSets(retired_fresh=False))}
+    held = {e.text for e in held_out_messages()}
+    assert not held & {e.text for e in retired + load_retired_multilingual()}
+    with pytest.raises(ConfigError, match="split"):
+        load_retired_fresh("dev")
+
+
 @pytest.mark.train  # audits the whole training pool with difflib: minutes on a CPU
 def test_training_pool_is_far_from_held_out_lines():
     """No training line is a copy or near-paraphrase (difflib >= 0.75) of a held-out line (every held-out set):
@@ -176,7 +190,7 @@ def test_training_pool_is_far_from_held_out_lines():
     assert excluded and not excluded & {e.text for e in pool}
     # and the list holds nothing else: every excluded line is a near-paraphrase of a held-out line
     sources = (load_messages() + load_train_confusable() + load_train_farewells_plans() + load_train_everyday() + load_retired_heldout()
-               + load_ordinary() + load_meeting_openings())
+               + load_retired_fresh() + load_ordinary() + load_meeting_openings())
     candidates = [e for e in sources if e.split == "train" and e.text in excluded]
     assert {e.text for e in candidates} == excluded
     assert set(near_held_out(candidates)) == excluded
@@ -208,16 +222,19 @@ def test_thresholds_follow_from_the_cross_validated_scores():
     assert [e.category for e in train] == meta["oof_categories"] and [e.positive for e in train] == meta["oof_labels"]
     targets = meta["targets"]
     assert meta["thresholds"]["crisis"] == pytest.approx(threshold_for_fpr(oof, y, targets["crisis_max_fpr"]), abs=1e-5)
-    # concern: at most 5% of the everyday training openings, out of fold (ordinary users are rarely asked)
-    concern = min(meta["thresholds"]["crisis"], threshold_for_fpr(oof[ordinary | y], y[ordinary | y], targets["concern_ordinary_max_fpr"]))
+    # concern: at most a share of the everyday training openings and of all negatives, out of fold (ordinary users
+    # are seldom asked about safety), never above crisis
+    everyday = threshold_for_fpr(oof[ordinary | y], y[ordinary | y], targets["concern_ordinary_max_fpr"])
+    negatives = threshold_for_fpr(oof, y, targets.get("concern_max_fpr", 1.0))
+    concern = min(meta["thresholds"]["crisis"], max(everyday, negatives))
     assert meta["thresholds"]["concern"] == pytest.approx(concern, abs=1e-5)
-    # ... unless the crisis threshold alone already flags more (the shipped model: 6 of 91, 6.6%): concern never sits
-    # above crisis, so then it equals crisis and docs/safety.md reports the excess
-    assert (oof[ordinary] >= concern).mean() <= targets["concern_ordinary_max_fpr"] or concern == meta["thresholds"]["crisis"]
+    assert ((oof[ordinary] >= concern).mean() <= targets["concern_ordinary_max_fpr"]
+            and (oof[~y] >= concern).mean() <= targets.get("concern_max_fpr", 1.0)) or concern == meta["thresholds"]["crisis"]
     context = min(concern, choose_threshold(oof, y, targets["context_recall"]))
     assert meta["thresholds"]["context"] == pytest.approx(context, abs=1e-5)
     assert meta["thresholds"] == pytest.approx(message_thresholds(oof, y, ordinary, targets["crisis_max_fpr"],
-                                                                  targets["concern_ordinary_max_fpr"], targets["context_recall"]))
+                                                                  targets["concern_ordinary_max_fpr"], targets["context_recall"],
+                                                                  targets.get("concern_max_fpr", 1.0)))
     r = read_meta("replies")
     ro, ry = np.array(r["oof_scores"]), np.array(r["oof_labels"])
     assert r["thresholds"]["crisis"] == pytest.approx(threshold_for_fpr(ro, ry, r["targets"]["reply_max_fpr"]), abs=1e-5)
@@ -660,3 +677,12 @@ def test_indecision_alone_is_at_most_concern():
 @pytest.mark.parametrize("text", ["I really can't keep going like this, I want to disappear.", "i cant do life anymore"])
 def test_short_despair_gets_a_safety_response(text):
     assert default_detector().check(text, record=False).tier in ("crisis", "concern")
+
+
+def test_safety_eval_refuses_an_unknown_held_out_set_with_the_valid_names():
+    from mascot.errors import InputError
+    from mascot.safety.evaluation import evaluate
+
+    with pytest.raises(InputError, match="heldout_large, heldout_blind") as err:
+        evaluate(1, only=["heldout_large", "heldout_nope"])
+    assert "heldout_nope" in str(err.value) and "heldout_retired_fresh" in str(err.value)

@@ -140,15 +140,16 @@ def test_a_use_layer_that_cannot_load_leaves_the_other_layers_checking(broken_us
 
 @pytest.mark.train  # difflib over about a thousand lines against every held-out line: minutes on a CPU
 def test_use_layer_training_lines_are_far_from_held_out_lines():
-    """The USE head's own training lines (English and multilingual) are no copy or near-paraphrase
+    """The USE head's own training lines (English, multilingual, the retired multilingual set) are no copy or near-paraphrase
     (difflib >= 0.75) of any held-out line or category check."""
     from mascot.safety.training.data import (
         held_out_messages,
+        load_retired_multilingual,
         load_train_multilingual,
         load_train_use_english,
         near_held_out,
     )
 
-    lines = load_train_use_english() + load_train_multilingual()
+    lines = load_train_use_english() + load_train_multilingual() + load_retired_multilingual()
     assert not {e.text for e in held_out_messages()} & {e.text for e in lines}
     assert near_held_out(lines) == []
