@@ -167,11 +167,12 @@ def test_retired_heldout_set_is_in_the_training_pool():
     assert not {e.text for e in retired} & {e.text for e in message_training_examples(sets=without)}
 
 
-def test_retired_fresh_set_is_in_the_training_pool_and_out_of_the_held_out_sets():
-    retired, pool = load_retired_fresh(), {e.text for e in message_training_examples()}
+def test_retired_fresh_set_joins_the_training_pool_when_asked_and_is_out_of_the_held_out_sets():
+    retired = load_retired_fresh()
+    pool = {e.text for e in message_training_examples(sets=TrainingSets(retired_fresh=True))}
     assert len(retired) == len(load_retired_fresh("test")) >= 390 and all(e.split == "train" for e in retired)
     assert {e.text for e in retired} - load_excluded() <= pool
-    assert not {e.text for e in retired} & {e.text for e in message_training_examples(sets=TrainingSets(retired_fresh=False))}
+    assert not {e.text for e in retired} & {e.text for e in message_training_examples()}  # the shipped pool
     held = {e.text for e in held_out_messages()}
     assert not held & {e.text for e in retired + load_retired_multilingual()}
     with pytest.raises(ConfigError, match="split"):

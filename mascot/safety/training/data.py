@@ -9,9 +9,10 @@ Labelled messages (`## <label> <category>` blocks; `crisis` or `negative`, a har
   lethal questions and means, the hard negatives that resemble them (moving away, decluttering, wills), and
   harmless plans and short despair.
 - `crisis_train_everyday.txt`: training-only everyday frustrations, distress, plans, short chat; relapse-framed crisis.
-- `crisis_heldout_retired.txt`, `crisis_heldout_retired_fresh.txt`: held-out sets that measured a model and then
-  joined the message classifier's training pool; `crisis_heldout_retired_multilingual.txt`: one that joined the
-  USE layer's training lines.
+- `crisis_heldout_retired.txt`: a held-out set that measured a model and then joined the message classifier's
+  training pool; `crisis_heldout_retired_fresh.txt`: one that joins it only when asked for (`retired_fresh`; a
+  model trained with it was measured and not shipped); `crisis_heldout_retired_multilingual.txt`: one that joined
+  the USE layer's training lines.
 - `crisis_heldout_large.txt`, `crisis_heldout_blind.txt` (writers who saw none of the project's files; everyday
   frustrations and mundane plans among the negatives), `crisis_heldout_distant.txt` (blind writers; no line within
   a difflib similarity of 0.75 of any other file's): test-only, never used for training or threshold choice.
@@ -329,7 +330,7 @@ class TrainingSets:
     farewells_plans: bool = True
     retired_heldout: bool = True
     everyday: bool = True
-    retired_fresh: bool = True
+    retired_fresh: bool = False
     multilingual_dev: bool = False
     good_news: bool = False
 
