@@ -21,9 +21,9 @@ from mascot.safety.language import reads_as_english
 from mascot.safety.llm_judge import LLMGrayZoneJudge, make_gray_zone_judge
 from mascot.safety.patterns import match_concern, match_pattern
 from mascot.safety.responses import CONCERN_ACTION, CRISIS_REPLY, HELP_NOTE, REPLY_REPLACEMENT, concern_directive
+from mascot.safety.training.augment import augment
 from mascot.safety.training.data import (
     TrainingSets,
-    augment,
     held_out_messages,
     load_context_cases,
     load_dev_multilingual,

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from mascot.safety.classifier import HIDDEN, MAX_TOKENS, MODEL_DIR, NUM_LAYERS, mean_pool, tokenizer_and_encoder
-from mascot.safety.training.data import augment
+from mascot.safety.training.augment import augment
 
 log = logging.getLogger(__name__)
 
