@@ -198,6 +198,7 @@ SAFETY_SETS = (
     ("multilingual_confirm", ("heldout_multilingual_confirm", "heldout_ml2")),
     ("fresh", ("heldout_fresh",)),
     ("multilingual fresh", ("heldout_multilingual_fresh",)),
+    ("retired fresh (read in earlier rounds)", ("heldout_retired_fresh",)),
 )
 
 
@@ -213,7 +214,7 @@ def safety() -> str:
     out = table(["held-out set", "lines", "recall, crisis or concern", "recall, crisis tier", "FPR, crisis tier",
                  "FPR, crisis or concern"], rows)
     lat, ordinary, ctx, oc = r["latency_ms"], r["ordinary"]["fpr_any"], r["context"], r["output_check"]
-    return (f"{out}\n\nEveryday scenario openings flagged: {ordinary['k']}/{ordinary['n']}. Context cases: "
+    return (f"{out}\n\nEveryday scenario openings flagged (concern tier; none in crisis): {ordinary['k']}/{ordinary['n']}. Context cases: "
             f"{ctx['correct']}/{ctx['n']}. Bad persona replies replaced: {oc['bad_replaced']['k']}/"
             f"{oc['bad_replaced']['n']} (good ones: {oc['good_replaced']['k']}/{oc['good_replaced']['n']}). "
             f"Latency per check: median {lat['median']:.1f} ms, p95 {lat['p95']:.1f} ms"
