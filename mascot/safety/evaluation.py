@@ -105,13 +105,14 @@ def evaluate(runs: int = 200, model_root: Path | None = None, only: list[str] | 
     torch.set_num_threads(1)
     test = [e for e in load_messages() if e.split == "test"]
     patterns = CrisisDetector(use_classifier=False)
-    full = CrisisDetector()
     if model_root:  # the classifiers saved by `safety train --out`: the message classifier and, when there, the USE head
         from mascot.safety.multilingual import NAME, load_multilingual
 
         use = (model_root / NAME / "classifier.json").exists()
         full = CrisisDetector(classifier=load_classifier("messages", model_root),
                               multilingual=load_multilingual(model_root) if use else None, use_multilingual=use)
+    else:
+        full = CrisisDetector()
     variants = {"patterns": patterns, "detector": full,
                 "minilm": CrisisDetector(classifier=full.classifier, use_multilingual=False)}
     if full.multilingual is not None:

@@ -181,23 +181,24 @@ def load_train_multilingual() -> list[Example]:
     return _by_language(_training_only(DATA_DIR / TRAIN_MULTILINGUAL))
 
 
-def load_retired_heldout(split: str = "train") -> list[Example]:
-    """The retired held-out set: training lines of the shipped classifier (`split="train"`), or test lines for
-    measuring a model that did not train on them (`split="test"`, every line unique)."""
+def _retired(name: str, filename: str, split: str) -> list[Example]:
+    """A retired held-out file: training lines (`split="train"`), or test lines for measuring a model that did not
+    train on them (`split="test"`, every line unique)."""
     if split not in ("train", "test"):
-        raise ConfigError(f"The retired held-out set's split must be 'train' or 'test', got {split!r}.")
-    path = DATA_DIR / RETIRED_HELDOUT
+        raise ConfigError(f"The {name}'s split must be 'train' or 'test', got {split!r}.")
+    path = DATA_DIR / filename
     return _training_only(path) if split == "train" else _test_only(path)
+
+
+def load_retired_heldout(split: str = "train") -> list[Example]:
+    """The retired held-out set: training lines of the shipped classifier, or test lines (`_retired`)."""
+    return _retired("retired held-out set", RETIRED_HELDOUT, split)
 
 
 def load_retired_fresh(split: str = "train") -> list[Example]:
     """The retired English set of three blind writers (methods with a time, means, goodbyes, plans, indirect lines;
-    idioms, everyday endings, others' deaths): training lines (`split="train"`), or test lines for a model that did
-    not train on them (`split="test"`)."""
-    if split not in ("train", "test"):
-        raise ConfigError(f"The retired fresh set's split must be 'train' or 'test', got {split!r}.")
-    path = DATA_DIR / RETIRED_FRESH
-    return _training_only(path) if split == "train" else _test_only(path)
+    idioms, everyday endings, others' deaths): training lines when asked for, or test lines (`_retired`)."""
+    return _retired("retired fresh set", RETIRED_FRESH, split)
 
 
 def load_retired_multilingual() -> list[Example]:
