@@ -18,6 +18,7 @@ from mascot.group.prompts import director_messages, speaker_messages
 
 USER = "Work has been really stressful lately and I can't switch off in the evenings."
 GREEDY = GenerationParams(max_new_tokens=12, temperature=0.0)
+STEMS = ("I hear", "That sounds", "It makes")
 
 
 def _backend(store_dir: Path, keep: bool = True):  # type: ignore[no-untyped-def]
@@ -50,8 +51,7 @@ def _turn(backend):  # type: ignore[no-untyped-def]
     prefill = GenerationParams(prefill='{"speaker": "')
     scores = backend.score(director, ['Anchor"', 'Beacon"', 'Catalyst"'], prefill)
     msgs = speaker_messages(pack.active[0], pack.active, dialogue, None)
-    texts = [c.text for c in backend.generate_prefilled([(msgs, "I hear"), (msgs, "That sounds"), (msgs, "It makes")],
-                                                        GREEDY)]
+    texts = [c.text for c in backend.generate_prefilled([(msgs, stem) for stem in STEMS], GREEDY)]
     systems = [prompt[:backend.system_end(m, prompt)] for m, prompt in
                ((director, backend._prompt(director, prefill)), (msgs, backend._prompt(msgs, GREEDY)))]
     return scores, texts, systems
@@ -79,9 +79,15 @@ def test_a_new_process_restores_the_system_messages_and_answers_alike(tmp_path):
     assert read["tokens"] <= wrote["tokens"] - sum(len(t) for t in systems) + 2, (read, wrote)
     assert again == pytest.approx(ref_scores, abs=0.02)
     assert again == pytest.approx(scores, abs=0.02)
-    # greedy continuations may part at a near-tie (the restored keys were computed in a longer batch) but not at once
-    for a, b in zip(again_texts, ref_texts):
-        assert a.split()[:2] == b.split()[:2]
+    # greedy continuations may part at a near-tie (the restored keys were computed in a longer batch), never
+    # at a clear choice: where the first words differ, both words score alike after the same stem
+    msgs = speaker_messages(load_pack("emotional-support").active[0], load_pack("emotional-support").active,
+                            Dialogue([Turn("user", USER)]), None)
+    parted = [(stem, a, b) for stem, a, b in zip(STEMS, again_texts, ref_texts) if a.split()[:1] != b.split()[:1]]
+    assert len(parted) <= 1, parted
+    for stem, a, b in parted:
+        near = reader.score(msgs, [" " + a.split()[0], " " + b.split()[0]], GenerationParams(prefill=stem))
+        assert abs(near[0] - near[1]) < 0.5, (stem, a, b, near)
 
 
 @pytest.mark.model
