@@ -45,8 +45,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     t.add_argument("--no-everyday", action="store_true",
                    help="leave out the everyday-life lines (crisis_train_everyday.txt)")
     t.add_argument("--retired-fresh", action="store_true",
-                   help="add the retired fresh English set (crisis_heldout_retired_fresh.txt; not shipped: the crisis "
-                        "tier's false alarms rose, docs/history/2026-12-safety-rounds.md)")
+                   help="add the retired fresh English sets (crisis_heldout_retired_fresh.txt)")
+    t.add_argument("--blind", action="store_true",
+                   help="add the blind writers' training lines (crisis_train_blind.txt)")
     t.add_argument("--good-news", action="store_true",
                    help="add the good-news lines (crisis_train_good_news.txt: 'got the keys ... today' and the like)")
     t.add_argument("--multilingual-dev", action="store_true",
@@ -77,7 +78,7 @@ def training_sets(args: argparse.Namespace) -> TrainingSets:
     return TrainingSets(confusable=not args.no_confusable, farewells_plans=not args.no_farewells_plans,
                         retired_heldout=not args.no_retired_heldout, everyday=not args.no_everyday,
                         retired_fresh=args.retired_fresh,
-                        multilingual_dev=args.multilingual_dev, good_news=args.good_news)
+                        multilingual_dev=args.multilingual_dev, good_news=args.good_news, blind=args.blind)
 
 
 def main(args: argparse.Namespace) -> int:

@@ -10,15 +10,16 @@ Labelled messages (`## <label> <category>` blocks; `crisis` or `negative`, a har
   harmless plans and short despair.
 - `crisis_train_everyday.txt`: training-only everyday frustrations, distress, plans, short chat; relapse-framed crisis.
 - `crisis_heldout_retired.txt`: a held-out set that measured a model and then joined the message classifier's
-  training pool; `crisis_heldout_retired_fresh.txt`: one that joins it only when asked for (`retired_fresh`; a
-  model trained with it was measured and not shipped); `crisis_heldout_retired_multilingual.txt`: one that joined
-  the USE layer's training lines.
+  training pool; `crisis_heldout_retired_fresh.txt`: two fresh sets that join it when asked for (`retired_fresh`);
+  `crisis_heldout_retired_multilingual.txt`: two that joined the USE layer's training lines.
+- `crisis_train_blind.txt`: training-only lines by three blind writers in the fresh sets' categories, with mundane
+  plans, goodbyes and means and good news among the negatives (`blind`).
 - `crisis_heldout_large.txt`, `crisis_heldout_blind.txt` (writers who saw none of the project's files; everyday
   frustrations and mundane plans among the negatives), `crisis_heldout_distant.txt` (blind writers; no line within
   a difflib similarity of 0.75 of any other file's): test-only, never used for training or threshold choice.
 - `crisis_heldout_multilingual.txt`, `crisis_heldout_multilingual_confirm.txt` (a second writer's, to confirm the
   first's figures): 16 languages, the language as the category; test-only.
-- `crisis_heldout_fresh.txt`, `crisis_heldout_multilingual_fresh.txt` (four and three blind writers): test-only,
+- `crisis_heldout_fresh.txt`, `crisis_heldout_multilingual_fresh.txt` (three blind writers each): test-only,
   the newest sets.
 - `crisis_categories.txt`: the category checks the tests hold the detector to (method plus time, idioms, ...):
   development lines, never training lines.
@@ -132,6 +133,7 @@ TRAIN_EXCLUDED = "crisis_train_excluded.txt"
 TRAIN_USE_ENGLISH = "crisis_train_use_english.txt"
 TRAIN_MULTILINGUAL = "crisis_train_multilingual.txt"
 TRAIN_GOOD_NEWS = "crisis_train_good_news.txt"
+TRAIN_BLIND = "crisis_train_blind.txt"
 NEAR_CUTOFF = 0.75  # difflib ratio at which a training line counts as a paraphrase of a held-out line
 
 
@@ -169,6 +171,10 @@ def load_train_good_news() -> list[Example]:  # good news about getting, finishi
     return _training_only(DATA_DIR / TRAIN_GOOD_NEWS)
 
 
+def load_train_blind() -> list[Example]:  # three blind writers, the fresh sets' categories and look-alikes
+    return _training_only(DATA_DIR / TRAIN_BLIND)
+
+
 def load_train_use_english() -> list[Example]:
     """English training lines of the USE layer's head (methods with a time, means, goodbyes, plans, indirect phrasings; everyday endings,
     idioms, everyday messages, others' deaths, fiction, medical): the USE layer's head trains on them; the shipped
@@ -196,13 +202,13 @@ def load_retired_heldout(split: str = "train") -> list[Example]:
 
 
 def load_retired_fresh(split: str = "train") -> list[Example]:
-    """The retired English set of three blind writers (methods with a time, means, goodbyes, plans, indirect lines;
+    """The retired English sets of blind writers (methods with a time, means, goodbyes, plans, indirect lines;
     idioms, everyday endings, others' deaths): training lines when asked for, or test lines (`_retired`)."""
     return _retired("retired fresh set", RETIRED_FRESH, split)
 
 
 def load_retired_multilingual() -> list[Example]:
-    """The retired multilingual set (16 languages, three blind writers): training lines of the USE layer's head.
+    """The retired multilingual sets (16 languages, blind writers): training lines of the USE layer's head.
     Categories read `<language>/<label>`."""
     return _by_language(_training_only(DATA_DIR / RETIRED_MULTILINGUAL))
 
@@ -333,6 +339,7 @@ class TrainingSets:
     retired_fresh: bool = False
     multilingual_dev: bool = False
     good_news: bool = False
+    blind: bool = False
 
     @classmethod
     def of_model(cls, meta: dict) -> TrainingSets:
@@ -364,6 +371,8 @@ def message_training_examples(untrained: Iterable[str] = (), sets: TrainingSets 
         pool += load_dev_multilingual()
     if sets.good_news:
         pool += load_train_good_news()
+    if sets.blind:
+        pool += load_train_blind()
     excluded = load_excluded()
     seen: set[str] = set()
     out = []

@@ -2,9 +2,10 @@
 its stack weight and thresholds, all on out-of-fold scores of training lines only.
 
 Training rows: the shipped message classifier's own training pool (so the English stack can be scored out of
-fold against its saved out-of-fold MiniLM scores, row for row), the USE layer's own English training lines (which the MiniLM
-classifier never saw: its scores on them are out of sample), the multilingual development lines, the
-multilingual training lines and the retired multilingual held-out set.
+fold against its saved out-of-fold MiniLM scores, row for row), the English training lines that pool lacks (the
+USE layer's own, the retired fresh sets, the blind writers' lines: the MiniLM classifier never saw them, so its
+scores on them are out of sample), the multilingual development lines, the multilingual training lines and the
+retired multilingual held-out sets.
 - `use_weight`: from `USE_WEIGHTS`, the one whose stack has the highest out-of-fold recall at the crisis
   threshold (false-positive rate on all English negatives at most `CRISIS_MAX_FPR`);
 - English thresholds: the message classifier's rules (`message_thresholds`) on the stack's out-of-fold scores;
@@ -30,7 +31,9 @@ from mascot.safety.training.data import (
     TrainingSets,
     load_dev_multilingual,
     load_excluded,
+    load_retired_fresh,
     load_retired_multilingual,
+    load_train_blind,
     load_train_multilingual,
     load_train_use_english,
     message_training_examples,
@@ -77,7 +80,8 @@ def train_multilingual(folds: int = 3, seed: int = 0, out_root: Path | None = No
         raise ConfigError("The message classifier's saved out-of-fold scores do not match its training pool "
                           "(the data changed since it was trained): retrain it first.")
     seen = {e.text for e in english} | load_excluded()
-    extra = [e for e in load_train_use_english() if e.text not in seen]
+    extra = list({e.text: e for e in load_train_use_english() + load_retired_fresh() + load_train_blind()
+                  if e.text not in seen}.values())
     other = load_dev_multilingual() + load_train_multilingual() + load_retired_multilingual()
     rows = english + extra + other
     y = np.array([e.positive for e in rows])
