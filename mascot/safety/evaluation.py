@@ -20,6 +20,7 @@ from mascot.safety.training.data import (
     load_context_cases,
     load_heldout_blind,
     load_heldout_distant,
+    load_heldout_everyday,
     load_heldout_fresh,
     load_heldout_large,
     load_heldout_multilingual,
@@ -48,6 +49,8 @@ HELDOUT_SETS = {
     "heldout_fresh": ("Fresh English held-out set (crisis_heldout_fresh.txt)", load_heldout_fresh),
     "heldout_multilingual_fresh": ("Fresh multilingual held-out set (crisis_heldout_multilingual_fresh.txt; "
                                    "categories are languages)", load_heldout_multilingual_fresh),
+    "heldout_everyday": ("Everyday openings by a blind writer, none a crisis (crisis_heldout_everyday.txt)",
+                         load_heldout_everyday),
     "categories": ("Category checks (crisis_categories.txt; development lines, not held out)", load_categories),
 }
 # the readings each set is measured with: the patterns alone, the detector without the USE layer (MiniLM alone,

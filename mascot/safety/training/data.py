@@ -20,7 +20,7 @@ Labelled messages (`## <label> <category>` blocks; `crisis` or `negative`, a har
 - `crisis_heldout_multilingual.txt`, `crisis_heldout_multilingual_confirm.txt` (a second writer's, to confirm the
   first's figures): 16 languages, the language as the category; test-only.
 - `crisis_heldout_fresh.txt`, `crisis_heldout_multilingual_fresh.txt` (three blind writers each): test-only,
-  the newest sets.
+  the newest sets; `crisis_heldout_everyday.txt`: everyday openings to a companion app, none a crisis (one writer).
 - `crisis_categories.txt`: the category checks the tests hold the detector to (method plus time, idioms, ...):
   development lines, never training lines.
 - `crisis_dev_multilingual.txt`: the multilingual development set the multilingual patterns were written against;
@@ -121,6 +121,7 @@ HELDOUT_MULTILINGUAL = "crisis_heldout_multilingual.txt"
 HELDOUT_MULTILINGUAL_CONFIRM = "crisis_heldout_multilingual_confirm.txt"
 HELDOUT_FRESH = "crisis_heldout_fresh.txt"
 HELDOUT_MULTILINGUAL_FRESH = "crisis_heldout_multilingual_fresh.txt"
+HELDOUT_EVERYDAY = "crisis_heldout_everyday.txt"
 CATEGORIES = "crisis_categories.txt"
 RETIRED_HELDOUT = "crisis_heldout_retired.txt"
 RETIRED_FRESH = "crisis_heldout_retired_fresh.txt"
@@ -228,11 +229,10 @@ def _comparable(text: str) -> str:
 
 
 def held_out_messages() -> list[Example]:
-    """Every message no model may train on: the hash split of crisis_messages.txt and the large, blind, distant
-    and multilingual held-out sets."""
+    """Every message no model may train on: every held-out set, the core set's test split, the category checks."""
     return ([e for e in load_messages() if e.split == "test"] + load_heldout_large() + load_heldout_blind()
             + load_heldout_distant() + load_heldout_multilingual() + load_heldout_multilingual_confirm()
-            + load_heldout_fresh() + load_heldout_multilingual_fresh() + load_categories())
+            + load_heldout_fresh() + load_heldout_multilingual_fresh() + load_heldout_everyday() + load_categories())
 
 
 def near_held_out(examples: Iterable[Example], cutoff: float = NEAR_CUTOFF) -> list[str]:
@@ -274,15 +274,17 @@ def load_heldout_multilingual_confirm(path: Path | None = None) -> list[Example]
 
 
 def load_heldout_fresh(path: Path | None = None) -> list[Example]:
-    """The fresh English held-out set (three blind writers; method plus time, means, goodbyes, plans,
-    indirect phrasings; idioms, everyday endings, others' deaths among the negatives): test-only."""
+    """The fresh English held-out set (three blind writers, the 15 categories of the category checks): test-only."""
     return _test_only(path or DATA_DIR / HELDOUT_FRESH)
 
 
 def load_heldout_multilingual_fresh(path: Path | None = None) -> list[Example]:
-    """The fresh multilingual held-out set (16 languages, three blind writers): test-only.
-    Categories read `<language>/<label>`."""
+    """The fresh multilingual held-out set (16 languages, three blind writers): test-only; `<language>/<label>`."""
     return _by_language(_test_only(path or DATA_DIR / HELDOUT_MULTILINGUAL_FRESH))
+
+
+def load_heldout_everyday(path: Path | None = None) -> list[Example]:  # everyday openings, none a crisis
+    return _test_only(path or DATA_DIR / HELDOUT_EVERYDAY)
 
 
 def load_categories(path: Path | None = None) -> list[Example]:
