@@ -198,7 +198,10 @@ SAFETY_SETS = (
     ("multilingual_confirm", ("heldout_multilingual_confirm", "heldout_ml2")),
     ("fresh", ("heldout_fresh",)),
     ("multilingual fresh", ("heldout_multilingual_fresh",)),
-    ("retired fresh (read in earlier rounds)", ("heldout_retired_fresh",)),
+    ("everyday openings", ("heldout_everyday",)),
+    ("**latest**", ("heldout_latest",)),
+    ("**multilingual latest**", ("heldout_multilingual_latest",)),
+    ("**everyday openings, latest**", ("heldout_everyday_latest",)),
 )
 
 
@@ -208,13 +211,17 @@ def safety() -> str:
     for label, keys in SAFETY_SETS:
         part = r if not keys else next(r[k] for k in keys if k in r)
         o = part["detector"]["overall"]
-        rows.append([label, f"{part['test_size']:,}", rate_ci(o["recall_any"]), f"{o['recall_crisis']['rate']:.3f}",
+        has_crisis = o["recall_any"]["n"] > 0  # the everyday sets hold no crisis line
+        rows.append([label, f"{part['test_size']:,}", rate_ci(o["recall_any"]) if has_crisis else "–",
+                     f"{o['recall_crisis']['rate']:.3f}" if has_crisis else "–",
                      f"{o['fpr_crisis']['rate']:.3f}", rate_ci(o["fpr_any"])])
-    rows.append(["target (fresh sets)", "", "≥ 0.97", "≥ 0.90", "≤ 0.05", "≤ 0.15"])
+    rows.append(["target (newest sets)", "", "≥ 0.97 (multilingual ≥ 0.90)", "≥ 0.90", "≤ 0.05 (multilingual ≤ 0.08)",
+                 "≤ 0.15"])
     out = table(["held-out set", "lines", "recall, crisis or concern", "recall, crisis tier", "FPR, crisis tier",
                  "FPR, crisis or concern"], rows)
-    lat, ordinary, ctx, oc = r["latency_ms"], r["ordinary"]["fpr_any"], r["context"], r["output_check"]
-    return (f"{out}\n\nEveryday scenario openings flagged (concern tier; none in crisis): {ordinary['k']}/{ordinary['n']}. Context cases: "
+    lat, ordinary, ctx, oc = r["latency_ms"], r["ordinary"], r["context"], r["output_check"]
+    return (f"{out}\n\nEveryday scenario openings (test split) in the crisis tier: {ordinary['fpr_crisis']['k']}/"
+            f"{ordinary['fpr_crisis']['n']}, in either tier: {ordinary['fpr_any']['k']}/{ordinary['fpr_any']['n']}. Context cases: "
             f"{ctx['correct']}/{ctx['n']}. Bad persona replies replaced: {oc['bad_replaced']['k']}/"
             f"{oc['bad_replaced']['n']} (good ones: {oc['good_replaced']['k']}/{oc['good_replaced']['n']}). "
             f"Latency per check: median {lat['median']:.1f} ms, p95 {lat['p95']:.1f} ms"

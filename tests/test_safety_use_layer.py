@@ -140,16 +140,53 @@ def test_a_use_layer_that_cannot_load_leaves_the_other_layers_checking(broken_us
 
 @pytest.mark.train  # difflib over about a thousand lines against every held-out line: minutes on a CPU
 def test_use_layer_training_lines_are_far_from_held_out_lines():
-    """The USE head's own training lines (English, multilingual, the retired multilingual set) are no copy or near-paraphrase
+    """The USE head's own training lines (English, multilingual, the retired sets, the blind lines) are no copy or near-paraphrase
     (difflib >= 0.75) of any held-out line or category check."""
     from mascot.safety.training.data import (
         held_out_messages,
+        load_retired_fresh,
         load_retired_multilingual,
+        load_train_blind,
         load_train_multilingual,
         load_train_use_english,
         near_held_out,
     )
 
-    lines = load_train_use_english() + load_train_multilingual() + load_retired_multilingual()
+    lines = (load_train_use_english() + load_train_multilingual() + load_retired_multilingual() + load_retired_fresh()
+             + load_train_blind())
     assert not {e.text for e in held_out_messages()} & {e.text for e in lines}
     assert near_held_out(lines) == []
+
+
+def _fit_rbf(tmp_path):  # type: ignore[no-untyped-def]
+    """A small RBF head fitted by the training code's own functions on random 512-d points."""
+    from sklearn.svm import SVC
+
+    from mascot.safety.training.multilingual import _calibration, _head_meta
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(80, multilingual.DIM)).astype(np.float32) / 20
+    y = x[:, 0] + 0.3 * x[:, 1] > 0
+    model = SVC(C=4.0, kernel="rbf", gamma="scale", class_weight="balanced").fit(x, y)
+    calibration = _calibration(model.decision_function(x), y)
+    meta = {"head": _head_meta(model, "rbf", calibration, tmp_path)}
+    return model, meta, x, calibration
+
+
+def test_the_rbf_head_in_numpy_matches_scikit_learn(tmp_path):
+    model, meta, x, (a, b) = _fit_rbf(tmp_path)
+    head = multilingual.load_head(meta, tmp_path)
+    assert meta["head"]["support_vectors"] == model.support_vectors_.shape[0] and a > 0
+    np.testing.assert_allclose(head.decision(x), model.decision_function(x), atol=2e-3)  # vectors kept in float16
+    np.testing.assert_allclose(head(x), 1 / (1 + np.exp(-(a * model.decision_function(x) + b))), atol=2e-3)
+
+
+def test_a_head_of_unknown_kind_or_without_its_vectors_is_refused_with_the_valid_kinds(tmp_path):
+    from mascot.errors import ConfigError
+
+    _, meta, _, _ = _fit_rbf(tmp_path)
+    (tmp_path / multilingual.SUPPORT_FILE).unlink()
+    with pytest.raises(ConfigError, match="support vectors"):
+        multilingual.load_head(meta, tmp_path)
+    with pytest.raises(ConfigError, match="logistic, rbf"):
+        multilingual.load_head({"head": {"kind": "forest"}}, tmp_path)

@@ -18,7 +18,7 @@ from mascot.safety.evaluation import REPORT, evaluate, print_report
 from mascot.safety.multilingual import HEAD_KINDS
 from mascot.safety.training.data import TrainingSets
 from mascot.safety.training.fitting import FitConfig
-from mascot.safety.training.multilingual import OTHER_CRISIS_MAX_FPR
+from mascot.safety.training.multilingual import OTHER_CRISIS_MAX_FPR, STACK_CRISIS_MAX_FPR, USE_HEAD
 from mascot.safety.training.pipeline import (
     FIT_EPOCHS,
     FIT_LAYERS,
@@ -28,7 +28,6 @@ from mascot.safety.training.pipeline import (
     rethreshold,
     train,
 )
-from mascot.safety.training.thresholds import CRISIS_MAX_FPR
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -61,9 +60,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     t.add_argument("--only", choices=["messages", "replies", "multilingual"], default=None,
                    help="multilingual: the USE layer's head, stack weight and thresholds (seconds; reads the message "
                         "classifier's saved out-of-fold scores)")
-    t.add_argument("--use-head", choices=HEAD_KINDS, default="logistic",
+    t.add_argument("--use-head", choices=HEAD_KINDS, default=USE_HEAD,
                    help="the USE layer's head: a logistic regression, or an RBF-kernel SVM calibrated on its out-of-fold scores")
-    t.add_argument("--crisis-max-fpr", type=float, default=CRISIS_MAX_FPR,
+    t.add_argument("--crisis-max-fpr", type=float, default=STACK_CRISIS_MAX_FPR,
                    help="multilingual: the English stack's crisis threshold at this out-of-fold false-positive rate")
     t.add_argument("--other-crisis-max-fpr", type=float, default=OTHER_CRISIS_MAX_FPR,
                    help="multilingual: the crisis threshold outside English at this out-of-fold false-positive rate")

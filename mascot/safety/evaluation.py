@@ -133,7 +133,8 @@ def evaluate(runs: int = 200, model_root: Path | None = None, only: list[str] | 
     report["detector"] = _measure(test, [full.check(e.text, record=False).tier for e in test])
     report["detector_after_benign_turns"] = _measure(test, [full.check(e.text, BENIGN_HISTORY, record=False).tier for e in test])
     trained = TrainingSets.of_model(full.classifier.meta)
-    retired = {k: v for k, v in RETIRED_SETS.items() if not getattr(trained, RETIRED_BY[k])}
+    use_sets = full.multilingual.meta.get("english_extra_sets", []) if full.multilingual is not None else []
+    retired = {k: v for k, v in RETIRED_SETS.items() if not getattr(trained, RETIRED_BY[k]) and RETIRED_BY[k] not in use_sets}
     sets = {key: load() for key, (_, load) in (HELDOUT_SETS | retired).items() if only is None or key in only}
     for key, rows in tracked(sets.items(), step="held-out sets", total=len(sets), bar=False):
         report[key] = {"test_size": len(rows)} | {

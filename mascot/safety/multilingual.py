@@ -14,6 +14,7 @@ before (MiniLM alone; outside English, *concern* at most); `status()` says so fo
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
@@ -119,17 +120,64 @@ def read_meta(root: Path = MODEL_DIR) -> dict:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
+HEAD_KINDS = ("logistic", "rbf")
+SUPPORT_FILE = "support.npz"
+
+
+class RbfHead:
+    """An RBF-kernel SVM's decision value, calibrated to a probability: `sigmoid(a * f(x) + b)` with
+    `f(x) = sum_i coef_i exp(-gamma |v_i - x|^2) + intercept` over the support vectors `v_i` (numpy, no sklearn)."""
+
+    def __init__(self, vectors: np.ndarray, coef: np.ndarray, gamma: float, intercept: float,
+                 calibration: tuple[float, float]) -> None:
+        if vectors.ndim != 2 or vectors.shape[1] != DIM or coef.shape != (vectors.shape[0],):
+            raise ConfigError(f"The RBF head's support vectors are {vectors.shape} with {coef.shape} weights; "
+                              f"expected (n, {DIM}) and (n,): retrain with `python -m mascot safety train --only multilingual`.")
+        self.vectors, self.coef = vectors.astype(np.float32), coef.astype(np.float64)
+        self.norms = (self.vectors.astype(np.float64) ** 2).sum(1)
+        self.gamma, self.intercept, self.calibration = float(gamma), float(intercept), calibration
+        limit = _threadpool_limit()
+        self._one_thread = (lambda: limit(limits=BLAS_THREADS, user_api="blas")) if limit else contextlib.nullcontext
+
+    def decision(self, x: np.ndarray) -> np.ndarray:
+        x = np.asarray(x, np.float32)  # a float64 query would copy every support vector to float64 first
+        with self._one_thread():  # as the encoders: a woken second BLAS thread costs more than the product
+            dot = x @ self.vectors.T
+        d2 = self.norms[None, :] + (x.astype(np.float64) ** 2).sum(1)[:, None] - 2.0 * dot
+        return np.exp(-self.gamma * np.maximum(d2, 0.0)) @ self.coef + self.intercept
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        a, b = self.calibration
+        return sigmoid(a * self.decision(x) + b)
+
+
+def load_head(meta: dict, folder: Path):  # type: ignore[no-untyped-def]
+    """The head a `classifier.json` names: logistic weights inline, or an RBF head with its support vectors in
+    `support.npz` beside it; a callable from embeddings to probabilities."""
+    head = meta["head"]
+    kind = head.get("kind", "logistic")
+    if kind not in HEAD_KINDS:
+        raise ConfigError(f"{folder / 'classifier.json'} names a head of kind {kind!r}; valid kinds: {', '.join(HEAD_KINDS)}.")
+    if kind == "rbf":
+        path = folder / SUPPORT_FILE
+        if not path.exists():
+            raise ConfigError(f"The RBF head's support vectors {path} are missing: retrain with "
+                              "`python -m mascot safety train --only multilingual`.")
+        with np.load(path, allow_pickle=False) as z:
+            return RbfHead(z["vectors"], z["coef"], head["gamma"], head["intercept"], tuple(head["calibration"]))
+    weight, bias = np.asarray(head["weight"], np.float32), np.float32(head["bias"])
+    if weight.shape != (DIM,):
+        raise ConfigError(f"{folder / 'classifier.json'} has a head of {weight.size} weights for a "
+                          f"{DIM}-d encoder: retrain with `python -m mascot safety train --only multilingual`.")
+    return lambda x: sigmoid(x @ weight + bias)
+
+
 class MultilingualLayer:
-    """The USE encoder with the fitted logistic head; `score` is this layer alone (cached per text)."""
+    """The USE encoder with the fitted head (`load_head`); `score` is this layer alone (cached per text)."""
 
     def __init__(self, root: Path = MODEL_DIR, encoder: UseEncoder | None = None) -> None:
         self.meta = read_meta(root)
-        head = self.meta["head"]
-        self.weight = np.asarray(head["weight"], np.float32)
-        self.bias = np.float32(head["bias"])
-        if self.weight.shape != (DIM,):
-            raise ConfigError(f"{root / NAME / 'classifier.json'} has a head of {self.weight.size} weights for a "
-                              f"{DIM}-d encoder: retrain with `python -m mascot safety train --only multilingual`.")
+        self.head = load_head(self.meta, root / NAME)
         self.use_weight = float(self.meta["use_weight"])
         self.encoder = encoder or UseEncoder()
         self._scores = ScoreCache(self._compute, np.float64)
@@ -143,7 +191,7 @@ class MultilingualLayer:
         return self._scores.score(texts)
 
     def _compute(self, texts: list[str]) -> list[float]:
-        return sigmoid(self.encoder.embed(texts) @ self.weight + self.bias).tolist()
+        return self.head(self.encoder.embed(texts)).tolist()
 
     def clear_cache(self) -> None:
         self._scores.clear()
