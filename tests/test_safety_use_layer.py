@@ -190,3 +190,27 @@ def test_a_head_of_unknown_kind_or_without_its_vectors_is_refused_with_the_valid
         multilingual.load_head(meta, tmp_path)
     with pytest.raises(ConfigError, match="logistic, rbf"):
         multilingual.load_head({"head": {"kind": "forest"}}, tmp_path)
+
+
+@pytest.mark.train  # embeds about 7,000 lines with USE and fits the SVM: about a minute on 2 cores
+def test_the_shipped_use_head_is_rebuilt_exactly_by_its_recipe(tmp_path):
+    """`safety train --only multilingual` on the shipped message classifier writes the shipped head again: the same
+    support vectors, weight and thresholds."""
+    import json
+    import shutil
+
+    from mascot.safety.classifier import MODEL_DIR
+    from mascot.safety.training.multilingual import train_multilingual
+
+    shutil.copytree(MODEL_DIR / "messages", tmp_path / "messages")
+    train_multilingual(out_root=tmp_path, message_root=tmp_path)
+    built = json.loads((tmp_path / multilingual.NAME / "classifier.json").read_text())
+    shipped = multilingual.read_meta(MODEL_DIR)
+    with np.load(tmp_path / multilingual.NAME / multilingual.SUPPORT_FILE) as new, \
+            np.load(MODEL_DIR / multilingual.NAME / multilingual.SUPPORT_FILE) as old:
+        assert new["vectors"].shape == old["vectors"].shape
+        np.testing.assert_allclose(new["vectors"].astype(np.float32), old["vectors"].astype(np.float32), atol=1e-3)
+        np.testing.assert_allclose(new["coef"], old["coef"], rtol=1e-4, atol=1e-6)
+    assert built["use_weight"] == shipped["use_weight"] and built["head"]["kind"] == shipped["head"]["kind"] == "rbf"
+    for kind in ("english", "other"):
+        assert built["thresholds"][kind] == pytest.approx(shipped["thresholds"][kind], abs=1e-4)

@@ -121,8 +121,8 @@ def train_multilingual(folds: int = 3, seed: int = 0, out_root: Path | None = No
         raise ConfigError("The message classifier's saved out-of-fold scores do not match its training pool "
                           "(the data changed since it was trained): retrain it first.")
     seen = {e.text for e in english} | load_excluded()
-    extra = list({e.text: e for e in load_train_use_english() + load_retired_fresh() + load_train_blind()
-                  if e.text not in seen}.values())
+    loaders = {"use_english": load_train_use_english, "retired_fresh": load_retired_fresh, "blind": load_train_blind}
+    extra = list({e.text: e for name in ENGLISH_EXTRA_SETS for e in loaders[name]() if e.text not in seen}.values())
     other = load_dev_multilingual() + load_train_multilingual() + load_retired_multilingual()
     rows = english + extra + other
     y = np.array([e.positive for e in rows])
