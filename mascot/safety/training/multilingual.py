@@ -8,7 +8,8 @@ scores on them are out of sample), the multilingual development lines, the multi
 retired multilingual held-out sets.
 - `use_weight`: from `USE_WEIGHTS`, the one whose stack has the highest out-of-fold recall at the crisis
   threshold (false-positive rate on all English negatives at most `STACK_CRISIS_MAX_FPR`);
-- English thresholds: the message classifier's rules (`message_thresholds`) on the stack's out-of-fold scores;
+- English thresholds: the message classifier's rules (`message_thresholds`) on the stack's out-of-fold scores,
+  the everyday openings being the pool's scenario openings and the extra sets' `everyday` lines;
 - other languages: on this layer's out-of-fold scores of the multilingual development lines, crisis at a
   false-positive rate of `OTHER_CRISIS_MAX_FPR`, concern at `OTHER_CONCERN_MAX_FPR`, context floor at recall
   `CONTEXT_RECALL`.
@@ -56,6 +57,7 @@ STACK_CRISIS_MAX_FPR = 0.04  # new writers' false alarms ran about 1.3x the out-
 OTHER_CRISIS_MAX_FPR = 0.035  # ... and about 2x in other languages (docs/history/2026-12-safety-rounds.md)
 ENGLISH_EXTRA_SETS = ("use_english", "retired_fresh", "blind")  # English lines the head trains on beyond the pool
 OTHER_CONCERN_MAX_FPR = 0.15
+EVERYDAY = "everyday"  # the category of everyday openings to a companion app in the extra English sets
 
 
 def _head(kind: str):  # type: ignore[no-untyped-def]
@@ -65,11 +67,6 @@ def _head(kind: str):  # type: ignore[no-untyped-def]
     if kind == "rbf":
         return SVC(C=C, kernel="rbf", gamma="scale", class_weight="balanced")
     return LogisticRegression(C=C, max_iter=5000, class_weight="balanced")
-
-
-def _raw(model, x: np.ndarray) -> np.ndarray:  # type: ignore[no-untyped-def]
-    """The head's uncalibrated score: the logistic's logit or the SVM's decision value."""
-    return model.decision_function(x)
 
 
 def _calibration(raw: np.ndarray, y: np.ndarray) -> tuple[float, float]:
@@ -133,7 +130,7 @@ def train_multilingual(folds: int = 3, seed: int = 0, out_root: Path | None = No
     raw = np.zeros(len(rows))
     strata = y.astype(int) * 2 + is_other  # every fold holds both labels of both kinds
     for fit, hold in StratifiedKFold(folds, shuffle=True, random_state=seed).split(x, strata):
-        raw[hold] = _raw(_head(head).fit(x[fit], y[fit]), x[hold])
+        raw[hold] = _head(head).fit(x[fit], y[fit]).decision_function(x[hold])  # logit or SVM value
     calibration = (1.0, 0.0) if head == "logistic" else _calibration(raw, y)
     oof = 1.0 / (1.0 + np.exp(-(calibration[0] * raw + calibration[1])))
 
@@ -142,7 +139,9 @@ def train_multilingual(folds: int = 3, seed: int = 0, out_root: Path | None = No
     unseen = load_classifier("messages", message_root).score([e.text for e in extra]) if extra else np.zeros(0)
     minilm = np.r_[np.array(meta_m["oof_scores"]), unseen]
     y_en = y[~is_other]
-    ordinary = np.r_[np.array([c == "ordinary" for c in meta_m["oof_categories"]]), np.zeros(len(extra), bool)]
+    # everyday openings: the scenario openings of the pool and the extra sets' `everyday` blocks (concern budget)
+    ordinary = np.r_[np.array([c == "ordinary" for c in meta_m["oof_categories"]]),
+                     np.array([e.category == EVERYDAY for e in extra], bool)]
     u_en = oof[~is_other]
 
     def recall_at_crisis(w: float) -> float:
