@@ -137,19 +137,20 @@ def train_multilingual(folds: int = 3, seed: int = 0, out_root: Path | None = No
     from mascot.safety.classifier import load_classifier
 
     unseen = load_classifier("messages", message_root).score([e.text for e in extra]) if extra else np.zeros(0)
-    minilm = np.r_[np.array(meta_m["oof_scores"]), unseen]
-    y_en = y[~is_other]
-    # everyday openings: the scenario openings of the pool and the extra sets' `everyday` blocks (concern budget)
-    ordinary = np.r_[np.array([c == "ordinary" for c in meta_m["oof_categories"]]),
-                     np.array([e.category == EVERYDAY for e in extra], bool)]
-    u_en = oof[~is_other]
+    minilm_all = np.r_[np.array(meta_m["oof_scores"]), unseen]
+    # the extra sets' everyday openings train the head only: so many easy negatives would loosen every FPR budget
+    chosen = np.r_[np.ones(len(english), bool), np.array([e.category != EVERYDAY for e in extra], bool)]
+    ordinary = np.array([c == "ordinary" for c in meta_m["oof_categories"]] + [False] * int(chosen[len(english):].sum()))
+    everyday = ~chosen
+    minilm, u_en, y_en = minilm_all[chosen], oof[~is_other][chosen], y[~is_other][chosen]
 
     def recall_at_crisis(w: float) -> float:
         s = stack(minilm, u_en, w)
         return float((s[y_en] >= threshold_for_fpr(s, y_en, crisis_max_fpr)).mean())
 
     weight = max(USE_WEIGHTS, key=recall_at_crisis)
-    s_en = stack(minilm, u_en, weight)
+    s_en = stack(minilm_all, oof[~is_other], weight)
+    s_everyday, s_en = s_en[everyday], s_en[chosen]
     t_en = message_thresholds(s_en, y_en, ordinary, crisis_max_fpr, CONCERN_ORDINARY_MAX_FPR, CONTEXT_RECALL,
                               CONCERN_MAX_FPR)
     u_ot, y_ot = oof[is_other], y[is_other]
@@ -164,6 +165,8 @@ def train_multilingual(folds: int = 3, seed: int = 0, out_root: Path | None = No
                       "minilm_at_crisis": _rates(minilm, y_en, float(meta_m["thresholds"]["crisis"])),
                       "stack_at_crisis": _rates(s_en, y_en, t_en["crisis"]),
                       "stack_at_concern": _rates(s_en, y_en, t_en["concern"]),
+                      "everyday_at_concern": float((s_everyday >= t_en["concern"]).mean()) if everyday.any() else None,
+                      "everyday_at_crisis": float((s_everyday >= t_en["crisis"]).mean()) if everyday.any() else None,
                       "recall_at_crisis_by_weight": {str(w): recall_at_crisis(w) for w in USE_WEIGHTS}},
           "other": {"use_auc": float(roc_auc_score(y_ot, u_ot)), "at_crisis": _rates(u_ot, y_ot, t_ot["crisis"]),
                     "at_concern": _rates(u_ot, y_ot, t_ot["concern"])}}
