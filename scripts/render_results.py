@@ -196,9 +196,12 @@ SAFETY_SETS = (
     ("distant", ("heldout_distant", "heldout_v5")),
     ("multilingual", ("heldout_multilingual", "heldout_ml")),
     ("multilingual_confirm", ("heldout_multilingual_confirm", "heldout_ml2")),
-    ("**fresh**", ("heldout_fresh",)),
-    ("**multilingual fresh**", ("heldout_multilingual_fresh",)),
-    ("**everyday openings**", ("heldout_everyday",)),
+    ("fresh", ("heldout_fresh",)),
+    ("multilingual fresh", ("heldout_multilingual_fresh",)),
+    ("everyday openings", ("heldout_everyday",)),
+    ("**latest**", ("heldout_latest",)),
+    ("**multilingual latest**", ("heldout_multilingual_latest",)),
+    ("**everyday openings, latest**", ("heldout_everyday_latest",)),
 )
 
 

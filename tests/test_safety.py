@@ -350,13 +350,8 @@ def test_good_news_lines_are_far_from_every_held_out_line():
     assert near_held_out(load_train_good_news()) == []
 
 
-# A development line the USE head trains on, within difflib 0.79 of a crisis line of the fresh multilingual set
-# (0.74 the other way round, so the set's one-way filter kept that line); disclosed in docs/safety.md
-DEV_NEAR_FRESH = ["простите меня все. спасибо за всё и прощайте"]
-
-
 def test_multilingual_development_set_is_far_from_every_held_out_line():
-    assert near_held_out(load_dev_multilingual()) == DEV_NEAR_FRESH
+    assert near_held_out(load_dev_multilingual()) == []
 
 
 def test_outside_english_the_classifier_gives_concern_at_most():

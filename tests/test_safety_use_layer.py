@@ -155,18 +155,7 @@ def test_use_layer_training_lines_are_far_from_held_out_lines():
     lines = (load_train_use_english() + load_train_multilingual() + load_retired_multilingual() + load_retired_fresh()
              + load_train_blind())
     assert not {e.text for e in held_out_messages()} & {e.text for e in lines}
-    # five lines the USE head trains on come within difflib 0.751-0.756 of lines of the fresh sets, measured this way
-    # round (the sets' one-way filter measured the other way); disclosed in docs/safety.md, kept as trained
-    assert sorted(near_held_out(lines)) == sorted(NEAR_FRESH)
-
-
-NEAR_FRESH = [
-    "everyone would be better off if i just stopped existing, and tonight i'm going to make that happen",
-    "یه ماهه قرصای خواب مامانمو جمع کردم، دیگه کافیه",
-    "I'm sobbing, they killed off my favourite character in the last chapter",
-    "Its been a year since my best friend died in the car crash and it still doesnt feel real",
-    "my girlfriend broke up with me and i feel like crap, just need to vent",
-]
+    assert near_held_out(lines) == []
 
 
 def _fit_rbf(tmp_path):  # type: ignore[no-untyped-def]

@@ -98,6 +98,9 @@ HELDOUT_MULTILINGUAL_CONFIRM = "crisis_heldout_multilingual_confirm.txt"
 HELDOUT_FRESH = "crisis_heldout_fresh.txt"
 HELDOUT_MULTILINGUAL_FRESH = "crisis_heldout_multilingual_fresh.txt"
 HELDOUT_EVERYDAY = "crisis_heldout_everyday.txt"
+HELDOUT_LATEST = "crisis_heldout_latest.txt"
+HELDOUT_MULTILINGUAL_LATEST = "crisis_heldout_multilingual_latest.txt"
+HELDOUT_EVERYDAY_LATEST = "crisis_heldout_everyday_latest.txt"
 CATEGORIES = "crisis_categories.txt"
 RETIRED_HELDOUT = "crisis_heldout_retired.txt"
 RETIRED_FRESH = "crisis_heldout_retired_fresh.txt"
@@ -208,7 +211,8 @@ def held_out_messages() -> list[Example]:
     """Every message no model may train on: every held-out set, the core set's test split, the category checks."""
     return ([e for e in load_messages() if e.split == "test"] + load_heldout_large() + load_heldout_blind()
             + load_heldout_distant() + load_heldout_multilingual() + load_heldout_multilingual_confirm()
-            + load_heldout_fresh() + load_heldout_multilingual_fresh() + load_heldout_everyday() + load_categories())
+            + load_heldout_fresh() + load_heldout_multilingual_fresh() + load_heldout_everyday() + load_heldout_latest()
+            + load_heldout_multilingual_latest() + load_heldout_everyday_latest() + load_categories())
 
 
 def near_held_out(examples: Iterable[Example], cutoff: float = NEAR_CUTOFF) -> list[str]:
@@ -250,7 +254,8 @@ def load_heldout_multilingual_confirm(path: Path | None = None) -> list[Example]
 
 
 def load_heldout_fresh(path: Path | None = None) -> list[Example]:
-    """The fresh English held-out set (two blind writers, the 15 categories of the category checks): test-only."""
+    """The fresh English held-out set (two blind writers, the 15 categories of the category checks): test-only,
+    the development set of the latest round (it chose the candidate's thresholds)."""
     return _test_only(path or DATA_DIR / HELDOUT_FRESH)
 
 
@@ -262,6 +267,18 @@ def load_heldout_multilingual_fresh(path: Path | None = None) -> list[Example]:
 def load_heldout_everyday(path: Path | None = None) -> list[Example]:
     """Everyday openings to a companion app by a blind writer, none a crisis: test-only."""
     return _test_only(path or DATA_DIR / HELDOUT_EVERYDAY)
+
+
+def load_heldout_latest(path: Path | None = None) -> list[Example]:  # the newest English set, two blind writers
+    return _test_only(path or DATA_DIR / HELDOUT_LATEST)
+
+
+def load_heldout_multilingual_latest(path: Path | None = None) -> list[Example]:  # the newest, 16 languages
+    return _by_language(_test_only(path or DATA_DIR / HELDOUT_MULTILINGUAL_LATEST))
+
+
+def load_heldout_everyday_latest(path: Path | None = None) -> list[Example]:  # a second writer's everyday openings
+    return _test_only(path or DATA_DIR / HELDOUT_EVERYDAY_LATEST)
 
 
 def load_categories(path: Path | None = None) -> list[Example]:
