@@ -202,6 +202,7 @@ SAFETY_SETS = (
     ("**latest**", ("heldout_latest",)),
     ("**multilingual latest**", ("heldout_multilingual_latest",)),
     ("**everyday openings, latest**", ("heldout_everyday_latest",)),
+    ("**multilingual newest**", ("heldout_multilingual_newest",)),
 )
 
 

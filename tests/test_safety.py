@@ -37,7 +37,9 @@ from mascot.safety.training.data import (
     load_replies,
     load_retired_fresh,
     load_retired_heldout,
+    load_retired_later,
     load_retired_multilingual,
+    load_retired_multilingual_later,
     load_train_blind,
     load_train_confusable,
     load_train_everyday,
@@ -185,7 +187,8 @@ def test_retired_fresh_set_joins_the_training_pool_when_asked_and_is_out_of_the_
     assert {e.text for e in retired} - load_excluded() <= pool
     assert not {e.text for e in retired} & {e.text for e in message_training_examples()}  # the shipped pool
     held = {e.text for e in held_out_messages()}
-    assert not held & {e.text for e in retired + load_retired_multilingual()}
+    assert not held & {e.text for e in retired + load_retired_multilingual() + load_retired_later() + load_retired_multilingual_later()}
+    assert all(e.split == "train" for e in load_retired_later() + load_retired_multilingual_later())
     with pytest.raises(ConfigError, match="split"):
         load_retired_fresh("dev")
 

@@ -144,16 +144,12 @@ def test_use_layer_training_lines_are_far_from_held_out_lines():
     (difflib >= 0.75) of any held-out line or category check."""
     from mascot.safety.training.data import (
         held_out_messages,
-        load_retired_fresh,
-        load_retired_multilingual,
-        load_train_blind,
-        load_train_multilingual,
-        load_train_use_english,
         near_held_out,
     )
+    from mascot.safety.training.multilingual import USE_SET_LOADERS
 
-    lines = (load_train_use_english() + load_train_multilingual() + load_retired_multilingual() + load_retired_fresh()
-             + load_train_blind())
+    lines = [e for loader, _ in USE_SET_LOADERS.values() for e in loader()]  # every set a USE head may train on
+    assert all(e.split == "train" for e in lines)
     assert not {e.text for e in held_out_messages()} & {e.text for e in lines}
     assert near_held_out(lines) == []
 
@@ -192,6 +188,15 @@ def test_a_head_of_unknown_kind_or_without_its_vectors_is_refused_with_the_valid
         multilingual.load_head({"head": {"kind": "forest"}}, tmp_path)
 
 
+def test_an_unknown_use_training_set_is_refused_with_the_valid_names(tmp_path):
+    from mascot.errors import ConfigError
+    from mascot.safety.training.multilingual import USE_SETS, train_multilingual
+
+    with pytest.raises(ConfigError, match="nope; valid sets: use_english, .*blind_later"):
+        train_multilingual(out_root=tmp_path, message_root=tmp_path, sets=(*USE_SETS, "nope"))
+    assert not (tmp_path / multilingual.NAME).exists()  # refused before anything is written
+
+
 @pytest.mark.train  # embeds about 7,000 lines with USE and fits the SVM: about a minute on 2 cores
 def test_the_shipped_use_head_is_rebuilt_exactly_by_its_recipe(tmp_path):
     """`safety train --only multilingual` on the shipped message classifier writes the shipped head again: the same
@@ -214,3 +219,65 @@ def test_the_shipped_use_head_is_rebuilt_exactly_by_its_recipe(tmp_path):
     assert built["use_weight"] == shipped["use_weight"] and built["head"]["kind"] == shipped["head"]["kind"] == "rbf"
     for kind in ("english", "other"):
         assert built["thresholds"][kind] == pytest.approx(shipped["thresholds"][kind], abs=1e-4)
+
+
+@pytest.mark.parametrize(("text", "language"), [
+    ("Ich bin heute so müde, die Woche will einfach nicht enden.", "de"),
+    ("मैं आज बहुत थका हुआ हूँ, बस सोना चाहता हूँ।", "hi"),
+    ("Hôm nay tôi mệt quá, chỉ muốn ngủ thôi.", "vi"),
+    ("امروز خیلی خسته‌ام و فقط می‌خواهم بخوابم.", "fa"),
+    ("😭😭", ""),
+    ("", ""),
+])
+def test_the_language_of_a_message_is_named_among_the_use_languages(text, language):
+    from mascot.safety.language import USE_LANGUAGES, language_of
+
+    assert language_of(text) == language and (language == "" or language in USE_LANGUAGES)
+
+
+def _layer_with(by_language):  # type: ignore[no-untyped-def]
+    layer = multilingual.MultilingualLayer(encoder=object())  # thresholds never touch the encoder
+    layer.meta = {**layer.meta, "thresholds": {**layer.meta["thresholds"], "other_by_language": by_language}}
+    return layer
+
+
+def test_a_language_with_its_own_thresholds_uses_them_and_english_and_the_rest_keep_theirs():
+    own = {"crisis": 0.97, "concern": 0.3, "context": 0.05}
+    layer = _layer_with({"hi": own})
+    shared = layer.meta["thresholds"]["other"]
+    assert layer.thresholds(False, "मैं आज बहुत थका हुआ हूँ, बस सोना चाहता हूँ।") == own
+    assert layer.thresholds(False, "Ich bin heute so müde.") == pytest.approx(shared)
+    assert layer.thresholds(False) == pytest.approx(shared)  # no text: the shared ones
+    assert layer.thresholds(True, "मैं आज बहुत थका हुआ हूँ") == pytest.approx(layer.meta["thresholds"]["english"])
+
+
+def test_a_language_identifier_that_fails_leaves_the_shared_thresholds_with_a_warning(monkeypatch, caplog):
+    def broken(text):  # type: ignore[no-untyped-def]
+        raise OSError("model.npz.xz is unreadable")
+
+    monkeypatch.setattr(multilingual, "language_of", broken)
+    monkeypatch.setitem(multilingual._STATUS, "language_warned", False)
+    layer = _layer_with({"hi": {"crisis": 0.97, "concern": 0.3, "context": 0.05}})
+    with caplog.at_level(logging.WARNING, logger="mascot.safety.multilingual"):
+        t = layer.thresholds(False, "मैं आज बहुत थका हुआ हूँ")
+    assert t == pytest.approx(layer.meta["thresholds"]["other"]) and "shared thresholds" in caplog.text
+
+
+def test_per_language_thresholds_sit_at_the_budget_on_each_language_with_enough_negatives():
+    from mascot.safety.training.multilingual import MIN_LANGUAGE_NEGATIVES, _language_thresholds
+    from mascot.safety.training.thresholds import threshold_for_fpr
+
+    rng = np.random.default_rng(0)
+    n = MIN_LANGUAGE_NEGATIVES
+    langs = np.array(["hi"] * (2 * n) + ["de"] * (2 * n) + ["xx"] * n)
+    y = np.array(([True] * n + [False] * n) * 2 + [True] * (n // 2) + [False] * (n - n // 2))
+    scores = 1 / (1 + np.exp(-(rng.normal(0, 1, len(y)) + 1.5 * y + 1.0 * (langs == "hi"))))  # probabilities, no ties
+    shared = {"crisis": 0.8, "concern": 0.4, "context": 0.1}
+    out = _language_thresholds(scores, y, langs, 0.035, shared)
+    assert set(out) == {"hi", "de"}  # "xx" has too few negatives: it keeps the shared thresholds
+    for lang in out:
+        m = langs == lang
+        assert out[lang]["crisis"] == threshold_for_fpr(scores[m], y[m], 0.035)
+        assert out[lang]["concern"] == min(out[lang]["crisis"], 0.4)
+        assert ((scores[m] >= out[lang]["crisis"]) & ~y[m]).sum() <= int(0.035 * (~y[m]).sum())
+    assert out["hi"]["crisis"] > out["de"]["crisis"]  # the language whose negatives score higher gets a higher bar

@@ -18,7 +18,13 @@ from mascot.safety.evaluation import REPORT, evaluate, print_report
 from mascot.safety.multilingual import HEAD_KINDS
 from mascot.safety.training.data import TrainingSets
 from mascot.safety.training.fitting import FitConfig
-from mascot.safety.training.multilingual import OTHER_CRISIS_MAX_FPR, STACK_CRISIS_MAX_FPR, USE_HEAD
+from mascot.safety.training.multilingual import (
+    OTHER_CRISIS_MAX_FPR,
+    PER_LANGUAGE,
+    STACK_CRISIS_MAX_FPR,
+    USE_HEAD,
+    USE_SETS,
+)
 from mascot.safety.training.pipeline import (
     FIT_EPOCHS,
     FIT_LAYERS,
@@ -66,6 +72,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="multilingual: the English stack's crisis threshold at this out-of-fold false-positive rate")
     t.add_argument("--other-crisis-max-fpr", type=float, default=OTHER_CRISIS_MAX_FPR,
                    help="multilingual: the crisis threshold outside English at this out-of-fold false-positive rate")
+    t.add_argument("--per-language-thresholds", action=argparse.BooleanOptionalAction, default=PER_LANGUAGE,
+                   help="multilingual: a crisis threshold per language outside English (at the same out-of-fold FPR)")
+    t.add_argument("--use-sets", default=",".join(USE_SETS),
+                   help="multilingual: comma-separated training sets of the USE head beyond the classifier's pool "
+                        "(default: the shipped head's; an unknown name is refused with the valid ones)")
     t.add_argument("--ship", choices=SHIP_CHOICES, default="fold",
                    help="fold: ship the first cross-validation fold's model, trained like the models whose scores set "
                         "the thresholds (default); refit: refit on the whole training split (its scores are more "
@@ -94,7 +105,9 @@ def main(args: argparse.Namespace) -> int:
         from mascot.safety.training.multilingual import train_multilingual
 
         train_multilingual(args.folds, out_root=args.out, message_root=args.out or MODEL_DIR, head=args.use_head,
-                           crisis_max_fpr=args.crisis_max_fpr, other_crisis_max_fpr=args.other_crisis_max_fpr)
+                           crisis_max_fpr=args.crisis_max_fpr, other_crisis_max_fpr=args.other_crisis_max_fpr,
+                           sets=tuple(n.strip() for n in args.use_sets.split(",") if n.strip()),
+                           per_language=args.per_language_thresholds)
         return 0
     if args.safety_command == "train":
         cfg = FitConfig(layers=args.layers, epochs=args.epochs, lr=args.lr, augment=not args.no_augment)

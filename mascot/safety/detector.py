@@ -204,9 +204,10 @@ class CrisisDetector:
                 self.use_multilingual = False  # warned once by load_multilingual; never retried per message
         return self._multilingual if self.use_multilingual else None
 
-    def scorer(self, english: bool) -> tuple[object, dict[str, float], str]:
-        """(scorer, thresholds, layer name) for a message: the MiniLM + USE stack for English, USE alone
-        otherwise; without the USE layer, the MiniLM classifier with its own thresholds."""
+    def scorer(self, english: bool, text: str = "") -> tuple[object, dict[str, float], str]:
+        """(scorer, thresholds, layer name) for a message `text`: the MiniLM + USE stack for English, USE alone
+        otherwise (with its language's thresholds, where it has them); without the USE layer, the MiniLM classifier
+        with its own thresholds."""
         layer = self.multilingual
         if layer is None:
             t_crisis, t_concern = self.thresholds
@@ -215,7 +216,7 @@ class CrisisDetector:
             from mascot.safety.multilingual import StackedScorer
 
             return StackedScorer(self.classifier, layer), layer.thresholds(True), "classifier"
-        return layer, layer.thresholds(False), "multilingual"
+        return layer, layer.thresholds(False, text), "multilingual"
 
     @property
     def thresholds(self) -> tuple[float, float]:
@@ -264,7 +265,7 @@ class CrisisDetector:
         gray = "" if english else match_concern(clean)
         if not self.use_classifier:
             return _result(CONCERN, 0.0, "pattern-concern", gray) if gray else _result(NONE, 0.0, "pattern")
-        scorer, thresholds, layer = self.scorer(english)
+        scorer, thresholds, layer = self.scorer(english, clean)
         result = self._classified(clean, history, judge, scorer, thresholds, layer, english)
         if not english and result.tier == CRISIS and layer == "classifier" and result.layer != "llm":
             # the classifier reads English; outside it, its crisis reading is only a concern (mascot.safety.language)

@@ -27,6 +27,7 @@ import numpy as np
 
 from mascot.errors import ConfigError
 from mascot.safety.classifier import MODEL_DIR, ScoreCache
+from mascot.safety.language import language_of
 from mascot.safety.lexical import combine
 
 log = logging.getLogger(__name__)
@@ -182,9 +183,13 @@ class MultilingualLayer:
         self.encoder = encoder or UseEncoder()
         self._scores = ScoreCache(self._compute, np.float64)
 
-    def thresholds(self, english: bool) -> dict[str, float]:
-        """crisis / concern / context thresholds: the stack's for English, this layer's alone otherwise."""
-        return {k: float(v) for k, v in self.meta["thresholds"]["english" if english else "other"].items()}
+    def thresholds(self, english: bool, text: str = "") -> dict[str, float]:
+        """crisis / concern / context thresholds: the stack's for English, this layer's alone otherwise, with the
+        thresholds of `text`'s language (`language_of`) where the head has per-language ones."""
+        t = self.meta["thresholds"]
+        by_language = {} if english else t.get("other_by_language", {})
+        own = by_language.get(_language(text), {}) if by_language and text else {}
+        return {k: float(v) for k, v in ({**t["english" if english else "other"], **own}).items()}
 
     def score(self, texts: Sequence[str]) -> np.ndarray:
         """This layer's probability for each text (empty texts score 0); cached per text."""
@@ -219,6 +224,18 @@ _STATUS = {"loaded": False, "error": ""}
 
 
 @functools.lru_cache(maxsize=2)
+def _language(text: str) -> str:
+    """`language_of(text)`, or '' (the layer's shared thresholds) if the identifier cannot run, warned once."""
+    try:
+        return language_of(text)
+    except Exception as exc:  # noqa: BLE001 - per-language thresholds are a refinement: never stop checking over them
+        if not _STATUS.get("language_warned"):
+            _STATUS["language_warned"] = True
+            log.warning("Language identification failed (%s: %s); other languages use the shared thresholds.",
+                        type(exc).__name__, exc)
+        return ""
+
+
 def load_multilingual(root: Path = MODEL_DIR) -> MultilingualLayer | None:
     """The shipped multilingual layer, once per process; None (with a logged warning) when the encoder or its
     head cannot load, so the detector falls back to its other layers instead of stopping."""
@@ -230,6 +247,8 @@ def load_multilingual(root: Path = MODEL_DIR) -> MultilingualLayer | None:
                     "alone, and outside English the classifier gives *concern* at most.", _STATUS["error"])
         return None
     _STATUS.update(loaded=True, error="")
+    if layer.meta["thresholds"].get("other_by_language"):
+        _language("warm up")  # the identifier's model loads now, not on the first message in another language
     return layer
 
 

