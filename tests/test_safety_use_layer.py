@@ -89,6 +89,7 @@ def test_everyday_lines_found_by_new_users_are_not_a_crisis(text):
 @pytest.mark.parametrize("text", [
     "I'm going to take all of the paracetamol in the cupboard after my parents go to bed.",
     "I'm going to crash my car into a wall on purpose on the way home tomorrow.",
+    "आज रात मैं सारी नींद की गोलियाँ खा लूँगा, अब और नहीं सह सकता।",  # Hindi's raised threshold gave it *concern*
 ])
 def test_plans_found_by_new_users_are_a_crisis(text):
     assert default_detector().check(text, record=False).is_crisis
@@ -194,6 +195,8 @@ def test_an_unknown_use_training_set_is_refused_with_the_valid_names(tmp_path):
 
     with pytest.raises(ConfigError, match="nope; valid sets: use_english, .*blind_later"):
         train_multilingual(out_root=tmp_path, message_root=tmp_path, sets=(*USE_SETS, "nope"))
+    with pytest.raises(ConfigError, match="valid modes: off, raise, both"):
+        train_multilingual(out_root=tmp_path, message_root=tmp_path, per_language="sometimes")
     assert not (tmp_path / multilingual.NAME).exists()  # refused before anything is written
 
 
@@ -217,8 +220,12 @@ def test_the_shipped_use_head_is_rebuilt_exactly_by_its_recipe(tmp_path):
         np.testing.assert_allclose(new["vectors"].astype(np.float32), old["vectors"].astype(np.float32), atol=1e-3)
         np.testing.assert_allclose(new["coef"], old["coef"], rtol=1e-4, atol=1e-6)
     assert built["use_weight"] == shipped["use_weight"] and built["head"]["kind"] == shipped["head"]["kind"] == "rbf"
+    assert set(built["thresholds"]) == set(shipped["thresholds"]) >= {"english", "other", "other_by_language"}
     for kind in ("english", "other"):
         assert built["thresholds"][kind] == pytest.approx(shipped["thresholds"][kind], abs=1e-4)
+    assert built["thresholds"]["other_by_language"].keys() == shipped["thresholds"]["other_by_language"].keys()
+    for lang, t in shipped["thresholds"]["other_by_language"].items():
+        assert built["thresholds"]["other_by_language"][lang] == pytest.approx(t, abs=1e-4)
 
 
 @pytest.mark.parametrize(("text", "language"), [
@@ -281,3 +288,6 @@ def test_per_language_thresholds_sit_at_the_budget_on_each_language_with_enough_
         assert out[lang]["concern"] == min(out[lang]["crisis"], 0.4)
         assert ((scores[m] >= out[lang]["crisis"]) & ~y[m]).sum() <= int(0.035 * (~y[m]).sum())
     assert out["hi"]["crisis"] > out["de"]["crisis"]  # the language whose negatives score higher gets a higher bar
+    raised = _language_thresholds(scores, y, langs, 0.035, {"crisis": out["de"]["crisis"] + 1e-6, "concern": 0.4,
+                                                            "context": 0.1}, raise_only=True)
+    assert set(raised) == {"hi"} and raised["hi"] == out["hi"]  # only a bar above the shared one is kept

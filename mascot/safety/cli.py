@@ -21,6 +21,7 @@ from mascot.safety.training.fitting import FitConfig
 from mascot.safety.training.multilingual import (
     OTHER_CRISIS_MAX_FPR,
     PER_LANGUAGE,
+    PER_LANGUAGE_MODES,
     STACK_CRISIS_MAX_FPR,
     USE_HEAD,
     USE_SETS,
@@ -72,8 +73,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="multilingual: the English stack's crisis threshold at this out-of-fold false-positive rate")
     t.add_argument("--other-crisis-max-fpr", type=float, default=OTHER_CRISIS_MAX_FPR,
                    help="multilingual: the crisis threshold outside English at this out-of-fold false-positive rate")
-    t.add_argument("--per-language-thresholds", action=argparse.BooleanOptionalAction, default=PER_LANGUAGE,
-                   help="multilingual: a crisis threshold per language outside English (at the same out-of-fold FPR)")
+    t.add_argument("--per-language-thresholds", choices=PER_LANGUAGE_MODES, default=PER_LANGUAGE,
+                   help="multilingual: crisis thresholds per language outside English, at the same out-of-fold FPR: "
+                        "off, raise (only where above the shared one) or both")
     t.add_argument("--use-sets", default=",".join(USE_SETS),
                    help="multilingual: comma-separated training sets of the USE head beyond the classifier's pool "
                         "(default: the shipped head's; an unknown name is refused with the valid ones)")

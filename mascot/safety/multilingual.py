@@ -223,7 +223,6 @@ class StackedScorer:
 _STATUS = {"loaded": False, "error": ""}
 
 
-@functools.lru_cache(maxsize=2)
 def _language(text: str) -> str:
     """`language_of(text)`, or '' (the layer's shared thresholds) if the identifier cannot run, warned once."""
     try:
@@ -236,6 +235,7 @@ def _language(text: str) -> str:
         return ""
 
 
+@functools.lru_cache(maxsize=2)
 def load_multilingual(root: Path = MODEL_DIR) -> MultilingualLayer | None:
     """The shipped multilingual layer, once per process; None (with a logged warning) when the encoder or its
     head cannot load, so the detector falls back to its other layers instead of stopping."""

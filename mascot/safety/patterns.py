@@ -173,6 +173,14 @@ ML_CONCERN: dict[str, str] = {
     "fa": r"غیب بشم|قرص جمع|خداحافظ|وسایلمو بخشیدم|طناب|از این دنیا برم",
     "th": r"อยากหายไป|ยานอนหลับ|ลาก่อน|ยกของให้|เชือก",
 }
+# Hindi, where the USE head runs hot and its crisis threshold is raised (mascot.safety.multilingual): the plainest
+# method-plus-time forms (all the pills eaten, a jump from a roof or bridge, hanging, in the future tense), written
+# against the Hindi development and training lines (5 crisis lines, no negative of any training file)
+ML_PATTERNS_DEV["hi-plan"] = (
+    r"(?:सारी|सारे|सब|पूरी|पूरे|जितनी)[^।.!?]{0,25}(?:गोलि(?:यां|याँ)|दवाइ(?:यां|याँ)|दवा|ज़हर|जहर)[^।.!?]{0,15}खा (?:लूं|लूँ)(?:गा|गी)"
+    r"|(?:गोलि(?:यां|याँ)|दवाइ(?:यां|याँ)|ज़हर|जहर)[^।.!?]{0,30}(?:सारी|सारे|सब|पूरी)[^।.!?]{0,10}खा (?:लूं|लूँ)(?:गा|गी)"
+    r"|(?:छत|पुल|बिल्डिंग|इमारत|पटरी|ट्रेन)[^।.!?]{0,12}(?:से |के आगे |पर )?कूद (?:जाऊं|जाऊँ)(?:गा|गी)"
+    r"|(?:फांसी|फाँसी|फंदा)[^।.!?]{0,10}(?:लगा लूं|लगा लूँ|लगाऊं|लगाऊँ)(?:गा|गी)")
 ML_PATTERNS.update(ML_PATTERNS_DEV)
 PATTERNS.update(ML_PATTERNS)
 _COMPILED = [(name, re.compile(p, re.I)) for name, p in PATTERNS.items()]

@@ -69,7 +69,8 @@ USE_SET_LOADERS = {"use_english": (load_train_use_english, True), "retired_fresh
                    "multilingual_later": (load_train_multilingual_later, False)}
 USE_SETS = ("use_english", "retired_fresh", "blind", "dev_multilingual", "multilingual", "retired_multilingual")  # shipped
 OTHER_CONCERN_MAX_FPR = 0.15
-PER_LANGUAGE = False  # per-language crisis thresholds outside English (`--per-language-thresholds`)
+PER_LANGUAGE_MODES = ("off", "raise", "both")  # per-language crisis thresholds outside English: none, only above the
+PER_LANGUAGE = "raise"  # shared one (a language whose negatives score high gets a higher bar), or above and below it
 MIN_LANGUAGE_NEGATIVES = 50  # a language needs this many negative training lines for a threshold of its own
 EVERYDAY = "everyday"  # the category of everyday openings to a companion app in the extra English sets
 
@@ -119,15 +120,18 @@ def _head_meta(model, kind: str, calibration: tuple[float, float], folder: Path)
 
 
 def _language_thresholds(scores: np.ndarray, y: np.ndarray, languages: np.ndarray, max_fpr: float,
-                         shared: dict[str, float]) -> dict[str, dict[str, float]]:
+                         shared: dict[str, float], raise_only: bool = False) -> dict[str, dict[str, float]]:
     """Per language with at least `MIN_LANGUAGE_NEGATIVES` negatives: the crisis threshold at out-of-fold FPR
     `max_fpr` on its own lines (one shared threshold let 27% of Hindi negatives into the crisis tier out of fold,
-    under 5% of most languages'), with the shared concern and context thresholds capped by it."""
+    under 5% of most languages'), with the shared concern and context thresholds capped by it; with `raise_only`,
+    only the languages whose own threshold is above the shared one."""
     out = {}
     for lang in sorted(set(languages.tolist())):
         mask = languages == lang
         if (~y[mask]).sum() >= MIN_LANGUAGE_NEGATIVES and y[mask].any():
             crisis = threshold_for_fpr(scores[mask], y[mask], max_fpr)
+            if raise_only and crisis <= shared["crisis"]:
+                continue
             out[lang] = {"crisis": crisis, "concern": min(crisis, shared["concern"]), "context": min(crisis, shared["context"])}
     return out
 
@@ -140,15 +144,17 @@ def _rates(scores: np.ndarray, y: np.ndarray, t: float | np.ndarray) -> dict[str
 def train_multilingual(folds: int = 3, seed: int = 0, out_root: Path | None = None,
                        message_root: Path = MODEL_DIR, head: str = USE_HEAD,
                        crisis_max_fpr: float = STACK_CRISIS_MAX_FPR, other_crisis_max_fpr: float = OTHER_CRISIS_MAX_FPR,
-                       sets: tuple[str, ...] = USE_SETS, per_language: bool = PER_LANGUAGE) -> Path:
+                       sets: tuple[str, ...] = USE_SETS, per_language: str = PER_LANGUAGE) -> Path:
     """Fit the head on the pool plus `sets`, choose the weight and thresholds, write
     `<out_root>/multilingual/classifier.json`. The crisis thresholds sit at out-of-fold FPR `crisis_max_fpr` (English
-    stack) and `other_crisis_max_fpr`, with `per_language` per language outside English as well."""
+    stack) and `other_crisis_max_fpr`, per language outside English too as `per_language` says."""
     from sklearn.model_selection import StratifiedKFold
 
     if head not in HEAD_KINDS:
         raise ConfigError(f"Unknown USE head {head!r}; valid heads: {', '.join(HEAD_KINDS)}.")
     _check_sets(tuple(sets))
+    if per_language not in PER_LANGUAGE_MODES:
+        raise ConfigError(f"Unknown per-language mode {per_language!r}; valid modes: {', '.join(PER_LANGUAGE_MODES)}.")
     for name, rate in (("crisis_max_fpr", crisis_max_fpr), ("other_crisis_max_fpr", other_crisis_max_fpr)):
         if not 0.0 < rate < 1.0:
             raise ConfigError(f"{name} must be between 0 and 1, got {rate}.")
@@ -201,7 +207,8 @@ def train_multilingual(folds: int = 3, seed: int = 0, out_root: Path | None = No
     concern = min(crisis, threshold_for_fpr(u_ot, y_ot, OTHER_CONCERN_MAX_FPR))
     t_ot = {"crisis": crisis, "concern": concern, "context": min(concern, choose_threshold(u_ot, y_ot, CONTEXT_RECALL))}
     languages = np.array([e.category.split("/")[0] for e in other])
-    by_language = _language_thresholds(u_ot, y_ot, languages, other_crisis_max_fpr, t_ot) if per_language else {}
+    by_language = ({} if per_language == "off" else
+                   _language_thresholds(u_ot, y_ot, languages, other_crisis_max_fpr, t_ot, per_language == "raise"))
     row_crisis = np.array([by_language.get(lang, t_ot)["crisis"] for lang in languages])
 
     from sklearn.metrics import roc_auc_score
