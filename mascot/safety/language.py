@@ -27,8 +27,8 @@ held-out sets out of English except four Spanish, German and French idioms filed
 
 from __future__ import annotations
 
+import functools
 import re
-import threading
 import unicodedata
 
 # common English words (function words and chat staples); a message with many of them reads as English
@@ -114,21 +114,22 @@ def _foreign(word: str) -> bool:
 
 # the USE layer's languages; `language_of` picks among them only
 USE_LANGUAGES = ("zh", "ja", "ko", "ar", "fa", "hi", "th", "ru", "uk", "vi", "tr", "id", "es", "fr", "de", "pt")
-_IDENTIFIER: list = []
-_LOCK = threading.Lock()
+
+
+@functools.lru_cache(maxsize=1)
+def _identifier():  # type: ignore[no-untyped-def]
+    """py3langid's identifier restricted to `USE_LANGUAGES`, loaded once per process (about 0.6 s)."""
+    from py3langid.langid import MODEL_FILE, LanguageIdentifier
+
+    identifier = LanguageIdentifier.from_model_file(MODEL_FILE)
+    identifier.set_languages(list(USE_LANGUAGES))
+    return identifier
 
 
 def language_of(text: str) -> str:
     """The most likely of `USE_LANGUAGES` for `text` ('' when it has no letters): py3langid's naive Bayes model, which
-    ships inside its wheel (loaded once per process, about 0.6 s; then about 0.06 ms a message). On the multilingual
-    training lines it names the writer's language for 2,637 of 2,647."""
+    ships inside its wheel (about 0.06 ms a message once loaded). On the multilingual training lines it names the
+    writer's language for 2,637 of 2,647."""
     if not any(ch.isalpha() for ch in text):
         return ""
-    with _LOCK:
-        if not _IDENTIFIER:
-            from py3langid.langid import MODEL_FILE, LanguageIdentifier
-
-            identifier = LanguageIdentifier.from_model_file(MODEL_FILE)
-            identifier.set_languages(list(USE_LANGUAGES))
-            _IDENTIFIER.append(identifier)
-    return str(_IDENTIFIER[0].classify(text)[0])
+    return str(_identifier().classify(text)[0])

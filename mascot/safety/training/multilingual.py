@@ -8,8 +8,8 @@ retired held-out sets, blind writers' lines: the MiniLM classifier never saw the
 sample) and lines in other languages (development, training and retired lines).
 - `use_weight`: from `USE_WEIGHTS`, the one whose stack has the highest out-of-fold recall at the crisis
   threshold (false-positive rate on all English negatives at most `STACK_CRISIS_MAX_FPR`);
-- English thresholds: the message classifier's rules (`message_thresholds`) on the stack's out-of-fold scores,
-  the everyday openings being the pool's scenario openings and the extra sets' `everyday` lines;
+- English thresholds: the message classifier's rules (`message_thresholds`) on the stack's out-of-fold scores of
+  the pool and the extra English sets, less those sets' `everyday` openings (they train the head only);
 - other languages: on this layer's out-of-fold scores of the multilingual development lines, crisis at a
   false-positive rate of `OTHER_CRISIS_MAX_FPR`, concern at `OTHER_CONCERN_MAX_FPR`, context floor at recall
   `CONTEXT_RECALL`.
