@@ -24,13 +24,9 @@ from mascot.safety.responses import CONCERN_ACTION, CRISIS_REPLY, HELP_NOTE, REP
 from mascot.safety.training.augment import augment
 from mascot.safety.training.data import (
     TrainingSets,
-    held_out_messages,
     load_context_cases,
     load_dev_multilingual,
     load_excluded,
-    load_heldout_blind,
-    load_heldout_distant,
-    load_heldout_large,
     load_meeting_openings,
     load_messages,
     load_ordinary,
@@ -46,9 +42,9 @@ from mascot.safety.training.data import (
     load_train_farewells_plans,
     load_train_good_news,
     message_training_examples,
-    near_held_out,
     split_of,
 )
+from mascot.safety.training.heldout import held_out_messages, load_heldout, near_held_out
 from mascot.safety.training.thresholds import choose_threshold, message_thresholds, threshold_for_fpr
 
 POSITIVE_CATEGORIES = {"passive_ideation", "active_ideation", "plan_timing", "means", "farewell", "self_harm",
@@ -105,7 +101,7 @@ def _norm(text: str) -> str:
 
 
 def test_large_heldout_set_loads_and_is_disjoint_from_training():
-    large = load_heldout_large()
+    large = load_heldout("heldout_large")
     pos = [e for e in large if e.positive]
     neg = [e for e in large if not e.positive]
     assert len(pos) >= 300 and len(neg) >= 300
@@ -120,7 +116,7 @@ def test_large_heldout_set_loads_and_is_disjoint_from_training():
 def test_blind_heldout_set_loads_and_is_disjoint_from_training():
     """20 lines per category, every positive category, the hard-negative ones plus the two classes that chat
     probes found misread (everyday frustrations, mundane plans and goodbyes); nothing of it is trained on."""
-    blind = load_heldout_blind()
+    blind = load_heldout("heldout_blind")
     pos = [e for e in blind if e.positive]
     neg = [e for e in blind if not e.positive]
     assert len(pos) >= 195 and len(neg) >= 200  # three crisis lines that repeated older ones word for word were dropped
@@ -129,21 +125,21 @@ def test_blind_heldout_set_loads_and_is_disjoint_from_training():
     assert all(e.split == "test" for e in blind) and len({e.text for e in blind}) == len(blind)
     train = {_norm(e.text) for e in message_training_examples()}
     assert not {_norm(e.text) for e in blind} & train
-    assert not {_norm(e.text) for e in blind} & {_norm(e.text) for e in load_messages() + load_heldout_large()}
+    assert not {_norm(e.text) for e in blind} & {_norm(e.text) for e in load_messages() + load_heldout("heldout_large")}
 
 
 def test_distant_heldout_set_loads_and_is_disjoint_from_everything_else():
     """Every positive category and the eleven hard-negative ones, each line unique, none in the training pool
     or in another held-out set (a test below checks that no training line is even near one)."""
-    distant = load_heldout_distant()
+    distant = load_heldout("heldout_distant")
     pos = [e for e in distant if e.positive]
     neg = [e for e in distant if not e.positive]
     assert len(pos) >= 150 and len(neg) >= 150
     assert {e.category for e in pos} == POSITIVE_CATEGORIES
-    assert {e.category for e in neg} == {e.category for e in load_heldout_blind() if not e.positive}
+    assert {e.category for e in neg} == {e.category for e in load_heldout("heldout_blind") if not e.positive}
     assert all(e.split == "test" for e in distant) and len({e.text for e in distant}) == len(distant)
     assert not {_norm(e.text) for e in distant} & {_norm(e.text) for e in message_training_examples()}
-    older = load_messages() + load_heldout_large() + load_heldout_blind()
+    older = load_messages() + load_heldout("heldout_large") + load_heldout("heldout_blind")
     assert not {_norm(e.text) for e in distant} & {_norm(e.text) for e in older}
 
 
@@ -320,7 +316,7 @@ def test_language_gate_on_the_development_set_and_the_english_held_out_sets():
     held-out line (the hash split, the large, blind and distant sets; their non-English category aside) moves out
     of English."""
     assert sum(reads_as_english(e.text) for e in load_dev_multilingual()) <= 5
-    held = [e for e in load_messages() if e.split == "test"] + load_heldout_large() + load_heldout_blind() + load_heldout_distant()
+    held = [e for e in load_messages() if e.split == "test"] + load_heldout("heldout_large") + load_heldout("heldout_blind") + load_heldout("heldout_distant")
     assert [e.text for e in held if e.category != "non_english" and not reads_as_english(e.text)] == []
 
 

@@ -11,7 +11,8 @@ import pytest
 from mascot.safety import multilingual
 from mascot.safety.detector import CrisisDetector, default_detector
 from mascot.safety.patterns import match_method_plan, match_pattern
-from mascot.safety.training.data import load_categories, message_training_examples
+from mascot.safety.training.data import message_training_examples
+from mascot.safety.training.heldout import load_categories
 
 CATEGORIES = load_categories()
 NEGATIVE_CATEGORIES = sorted({e.category for e in CATEGORIES if not e.positive})
@@ -143,10 +144,7 @@ def test_a_use_layer_that_cannot_load_leaves_the_other_layers_checking(broken_us
 def test_use_layer_training_lines_are_far_from_held_out_lines():
     """The USE head's own training lines (English, multilingual, the retired sets, the blind lines) are no copy or near-paraphrase
     (difflib >= 0.75) of any held-out line or category check."""
-    from mascot.safety.training.data import (
-        held_out_messages,
-        near_held_out,
-    )
+    from mascot.safety.training.heldout import held_out_messages, near_held_out
     from mascot.safety.training.multilingual import USE_SET_LOADERS
 
     lines = [e for loader, _ in USE_SET_LOADERS.values() for e in loader()]  # every set a USE head may train on

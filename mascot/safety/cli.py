@@ -25,6 +25,7 @@ from mascot.safety.training.multilingual import (
     STACK_CRISIS_MAX_FPR,
     USE_HEAD,
     USE_SETS,
+    USE_WEIGHTS,
 )
 from mascot.safety.training.pipeline import (
     FIT_EPOCHS,
@@ -57,6 +58,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="add the retired fresh English sets (crisis_heldout_retired_fresh.txt)")
     t.add_argument("--blind", action="store_true",
                    help="add the blind writers' training lines (crisis_train_blind.txt)")
+    t.add_argument("--retired-later", action="store_true",
+                   help="add the English sets retired after the shipped classifiers were trained (crisis_heldout_retired_later.txt)")
+    t.add_argument("--blind-later", action="store_true",
+                   help="add the later blind writers' training lines (crisis_train_blind_later.txt)")
     t.add_argument("--good-news", action="store_true",
                    help="add the good-news lines (crisis_train_good_news.txt: 'got the keys ... today' and the like)")
     t.add_argument("--multilingual-dev", action="store_true",
@@ -79,6 +84,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     t.add_argument("--use-sets", default=",".join(USE_SETS),
                    help="multilingual: comma-separated training sets of the USE head beyond the classifier's pool "
                         "(default: the shipped head's; an unknown name is refused with the valid ones)")
+    t.add_argument("--use-weights", default=",".join(map(str, USE_WEIGHTS)),
+                   help="multilingual: comma-separated stack weights (the USE layer's share, 0 to 1) to choose from by "
+                        "out-of-fold recall at the crisis threshold; one value fixes it")
     t.add_argument("--ship", choices=SHIP_CHOICES, default="fold",
                    help="fold: ship the first cross-validation fold's model, trained like the models whose scores set "
                         "the thresholds (default); refit: refit on the whole training split (its scores are more "
@@ -99,7 +107,15 @@ def training_sets(args: argparse.Namespace) -> TrainingSets:
     return TrainingSets(confusable=not args.no_confusable, farewells_plans=not args.no_farewells_plans,
                         retired_heldout=not args.no_retired_heldout, everyday=not args.no_everyday,
                         retired_fresh=args.retired_fresh,
-                        multilingual_dev=args.multilingual_dev, good_news=args.good_news, blind=args.blind)
+                        multilingual_dev=args.multilingual_dev, good_news=args.good_news, blind=args.blind,
+                        retired_later=args.retired_later, blind_later=args.blind_later)
+
+
+def _weights(text: str) -> tuple[float, ...]:
+    try:
+        return tuple(float(w) for w in text.split(",") if w.strip())
+    except ValueError:
+        raise InputError(f"--use-weights must be comma-separated numbers between 0 and 1, got {text!r}.") from None
 
 
 def main(args: argparse.Namespace) -> int:
@@ -109,7 +125,7 @@ def main(args: argparse.Namespace) -> int:
         train_multilingual(args.folds, out_root=args.out, message_root=args.out or MODEL_DIR, head=args.use_head,
                            crisis_max_fpr=args.crisis_max_fpr, other_crisis_max_fpr=args.other_crisis_max_fpr,
                            sets=tuple(n.strip() for n in args.use_sets.split(",") if n.strip()),
-                           per_language=args.per_language_thresholds)
+                           per_language=args.per_language_thresholds, weights=_weights(args.use_weights))
         return 0
     if args.safety_command == "train":
         cfg = FitConfig(layers=args.layers, epochs=args.epochs, lr=args.lr, augment=not args.no_augment)

@@ -6,6 +6,7 @@ the tests re-check.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections import Counter
 from pathlib import Path
@@ -16,20 +17,7 @@ from mascot.errors import InputError
 from mascot.jobs.events import tracked
 from mascot.safety.training.data import (
     TrainingSets,
-    load_categories,
     load_context_cases,
-    load_heldout_blind,
-    load_heldout_distant,
-    load_heldout_everyday,
-    load_heldout_everyday_latest,
-    load_heldout_fresh,
-    load_heldout_large,
-    load_heldout_latest,
-    load_heldout_multilingual,
-    load_heldout_multilingual_confirm,
-    load_heldout_multilingual_fresh,
-    load_heldout_multilingual_latest,
-    load_heldout_multilingual_newest,
     load_meeting_openings,
     load_messages,
     load_ordinary,
@@ -37,33 +25,30 @@ from mascot.safety.training.data import (
     load_retired_fresh,
     load_retired_heldout,
 )
+from mascot.safety.training.heldout import HELDOUT_FILES, load_categories, load_heldout
 from mascot.stats import wilson_interval
 
 REPORT = Path(__file__).resolve().parent.parent / "data" / "safety" / "report.json"
 BENIGN_HISTORY = ("I've had a long week at work.", "My sister visited on Sunday.")
 # report key -> (title, loader) of each test-only set besides the hash split of crisis_messages.txt
-HELDOUT_SETS = {
-    "heldout_large": ("Large held-out set (crisis_heldout_large.txt)", load_heldout_large),
-    "heldout_blind": ("Held-out set by blind writers (crisis_heldout_blind.txt)", load_heldout_blind),
-    "heldout_distant": ("Held-out set distant from every other file (crisis_heldout_distant.txt)", load_heldout_distant),
-    "heldout_multilingual": ("Multilingual held-out set (crisis_heldout_multilingual.txt; categories are languages)",
-                             load_heldout_multilingual),
-    "heldout_multilingual_confirm": ("Multilingual confirmation set (crisis_heldout_multilingual_confirm.txt; "
-                                     "categories are languages)", load_heldout_multilingual_confirm),
-    "heldout_fresh": ("Fresh English held-out set (crisis_heldout_fresh.txt)", load_heldout_fresh),
-    "heldout_multilingual_fresh": ("Fresh multilingual held-out set (crisis_heldout_multilingual_fresh.txt; "
-                                   "categories are languages)", load_heldout_multilingual_fresh),
-    "heldout_everyday": ("Everyday openings by a blind writer, none a crisis (crisis_heldout_everyday.txt)",
-                         load_heldout_everyday),
-    "heldout_latest": ("Latest English held-out set (crisis_heldout_latest.txt)", load_heldout_latest),
-    "heldout_multilingual_latest": ("Latest multilingual held-out set (crisis_heldout_multilingual_latest.txt; "
-                                    "categories are languages)", load_heldout_multilingual_latest),
-    "heldout_everyday_latest": ("Everyday openings by a second blind writer (crisis_heldout_everyday_latest.txt)",
-                                load_heldout_everyday_latest),
-    "heldout_multilingual_newest": ("Newest multilingual held-out set (crisis_heldout_multilingual_newest.txt; "
-                                    "categories are languages)", load_heldout_multilingual_newest),
-    "categories": ("Category checks (crisis_categories.txt; development lines, not held out)", load_categories),
+TITLES = {
+    "heldout_large": "Large held-out set",
+    "heldout_blind": "Held-out set by blind writers",
+    "heldout_distant": "Held-out set distant from every other file",
+    "heldout_multilingual": "Multilingual held-out set",
+    "heldout_multilingual_confirm": "Multilingual confirmation set",
+    "heldout_fresh": "Fresh English held-out set",
+    "heldout_multilingual_fresh": "Fresh multilingual held-out set",
+    "heldout_everyday": "Everyday openings by a blind writer, none a crisis",
+    "heldout_latest": "Latest English held-out set",
+    "heldout_multilingual_latest": "Latest multilingual held-out set",
+    "heldout_everyday_latest": "Everyday openings by a second blind writer",
+    "heldout_multilingual_newest": "Newest multilingual held-out set",
 }
+# report key -> (title, loader) of each test-only set besides the hash split of crisis_messages.txt
+HELDOUT_SETS = {key: (f"{TITLES[key]} ({name}{'; categories are languages' if multilingual else ''})",
+                      functools.partial(load_heldout, key)) for key, (name, multilingual) in HELDOUT_FILES.items()}
+HELDOUT_SETS["categories"] = ("Category checks (crisis_categories.txt; development lines, not held out)", load_categories)
 # the readings each set is measured with: the patterns alone, the detector without the USE layer (MiniLM alone,
 # with every pattern and rule), the USE layer alone on every message, and the shipped combination
 VARIANTS = ("patterns", "minilm", "use", "detector")

@@ -84,19 +84,6 @@ def load_messages(path: Path | None = None) -> list[Example]:
     return _examples(path or DATA_DIR / "crisis_messages.txt", MESSAGE_LABELS, TEST_FRACTION)  # type: ignore[arg-type]
 
 
-HELDOUT_LARGE = "crisis_heldout_large.txt"
-HELDOUT_BLIND = "crisis_heldout_blind.txt"
-HELDOUT_DISTANT = "crisis_heldout_distant.txt"
-HELDOUT_MULTILINGUAL = "crisis_heldout_multilingual.txt"
-HELDOUT_MULTILINGUAL_CONFIRM = "crisis_heldout_multilingual_confirm.txt"
-HELDOUT_FRESH = "crisis_heldout_fresh.txt"
-HELDOUT_MULTILINGUAL_FRESH = "crisis_heldout_multilingual_fresh.txt"
-HELDOUT_EVERYDAY = "crisis_heldout_everyday.txt"
-HELDOUT_LATEST = "crisis_heldout_latest.txt"
-HELDOUT_MULTILINGUAL_LATEST = "crisis_heldout_multilingual_latest.txt"
-HELDOUT_EVERYDAY_LATEST = "crisis_heldout_everyday_latest.txt"
-HELDOUT_MULTILINGUAL_NEWEST = "crisis_heldout_multilingual_newest.txt"
-CATEGORIES = "crisis_categories.txt"
 RETIRED_HELDOUT = "crisis_heldout_retired.txt"
 RETIRED_FRESH = "crisis_heldout_retired_fresh.txt"
 RETIRED_MULTILINGUAL = "crisis_heldout_retired_multilingual.txt"
@@ -114,14 +101,13 @@ RETIRED_LATER = "crisis_heldout_retired_later.txt"
 RETIRED_MULTILINGUAL_LATER = "crisis_heldout_retired_multilingual_later.txt"
 TRAIN_BLIND_LATER = "crisis_train_blind_later.txt"
 TRAIN_MULTILINGUAL_LATER = "crisis_train_multilingual_later.txt"
-NEAR_CUTOFF = 0.75  # difflib ratio at which a training line counts as a paraphrase of a held-out line
 
 
 def _training_only(path: Path) -> list[Example]:  # every message of a block file, all in the training split
     return [Example(text, label, cat, "train", label == MESSAGE_LABELS[0]) for label, cat, text in _blocks(path, MESSAGE_LABELS)]
 
 
-def _test_only(path: Path) -> list[Example]:
+def test_only(path: Path) -> list[Example]:
     """Every message of a held-out block file, all in the test split; a repeated line is refused."""
     rows = _blocks(path, MESSAGE_LABELS)
     texts = [t for _, _, t in rows]
@@ -170,15 +156,15 @@ def load_train_use_english() -> list[Example]:
 
 def load_train_multilingual() -> list[Example]:
     """The USE layer's multilingual training lines (16 languages, four native writers); categories `<language>/<label>`."""
-    return _by_language(_training_only(DATA_DIR / TRAIN_MULTILINGUAL))
+    return by_language(_training_only(DATA_DIR / TRAIN_MULTILINGUAL))
 
 
 def load_train_multilingual_later() -> list[Example]:  # Arabic, Persian, Turkish, Hindi, Thai; `<language>/<label>`
-    return _by_language(_training_only(DATA_DIR / TRAIN_MULTILINGUAL_LATER))
+    return by_language(_training_only(DATA_DIR / TRAIN_MULTILINGUAL_LATER))
 
 
 def load_retired_multilingual_later() -> list[Example]:  # multilingual sets retired after the shipped head was trained
-    return _by_language(_training_only(DATA_DIR / RETIRED_MULTILINGUAL_LATER))
+    return by_language(_training_only(DATA_DIR / RETIRED_MULTILINGUAL_LATER))
 
 
 def _retired(name: str, filename: str, split: str) -> list[Example]:
@@ -187,7 +173,7 @@ def _retired(name: str, filename: str, split: str) -> list[Example]:
     if split not in ("train", "test"):
         raise ConfigError(f"The {name}'s split must be 'train' or 'test', got {split!r}.")
     path = DATA_DIR / filename
-    return _training_only(path) if split == "train" else _test_only(path)
+    return _training_only(path) if split == "train" else test_only(path)
 
 
 def load_retired_heldout(split: str = "train") -> list[Example]:
@@ -202,7 +188,7 @@ def load_retired_fresh(split: str = "train") -> list[Example]:
 
 def load_retired_multilingual() -> list[Example]:
     """Retired multilingual sets (16 languages, blind writers): the USE head's training lines; `<language>/<label>`."""
-    return _by_language(_training_only(DATA_DIR / RETIRED_MULTILINGUAL))
+    return by_language(_training_only(DATA_DIR / RETIRED_MULTILINGUAL))
 
 
 def load_excluded() -> set[str]:
@@ -213,96 +199,18 @@ def load_excluded() -> set[str]:
     return {ln.strip() for ln in path.read_text(encoding="utf-8").splitlines() if ln.strip() and not ln.startswith("#")}
 
 
-def _comparable(text: str) -> str:
+def comparable(text: str) -> str:
     """Lowercase, punctuation dropped, spaces collapsed: the form near-duplicates are compared in (not
     `mascot.safety.patterns.normalise`, which keeps punctuation for the patterns)."""
     return re.sub(r"\s+", " ", re.sub(r"[^\w\s]", "", text.lower())).strip()
 
 
-def held_out_messages() -> list[Example]:
-    """Every message no model may train on: every held-out set, the core set's test split, the category checks."""
-    return ([e for e in load_messages() if e.split == "test"] + load_heldout_large() + load_heldout_blind()
-            + load_heldout_distant() + load_heldout_multilingual() + load_heldout_multilingual_confirm()
-            + load_heldout_fresh() + load_heldout_multilingual_fresh() + load_heldout_everyday() + load_heldout_latest()
-            + load_heldout_multilingual_latest() + load_heldout_everyday_latest() + load_heldout_multilingual_newest()
-            + load_categories())
-
-
-def near_held_out(examples: Iterable[Example], cutoff: float = NEAR_CUTOFF) -> list[str]:
-    """Texts of `examples` within a difflib similarity of `cutoff` of a held-out line (slow: seconds per hundred)."""
-    import difflib
-
-    held = [_comparable(e.text) for e in held_out_messages()]
-    return [e.text for e in examples if difflib.get_close_matches(_comparable(e.text), held, n=1, cutoff=cutoff)]
-
-
-def load_heldout_large(path: Path | None = None) -> list[Example]:
-    """The large held-out set (30 lines per crisis category, 36 per hard-negative category): test-only."""
-    return _test_only(path or DATA_DIR / HELDOUT_LARGE)
-
-
-def load_heldout_blind(path: Path | None = None) -> list[Example]:
-    """Two blind writers, everyday frustrations and mundane plans and goodbyes among the negatives: test-only."""
-    return _test_only(path or DATA_DIR / HELDOUT_BLIND)
-
-
-def load_heldout_distant(path: Path | None = None) -> list[Example]:
-    """Two blind writers, no line within difflib 0.75 of any other safety file's: test-only."""
-    return _test_only(path or DATA_DIR / HELDOUT_DISTANT)
-
-
-def load_heldout_multilingual(path: Path | None = None) -> list[Example]:
-    """16 languages, written before the multilingual patterns were read against them: test-only; `<language>/<label>`."""
-    return _by_language(_test_only(path or DATA_DIR / HELDOUT_MULTILINGUAL))
-
-
-def load_heldout_multilingual_confirm(path: Path | None = None) -> list[Example]:
-    """The same 16 languages by another blind writer, to confirm the multilingual set: test-only; `<language>/<label>`."""
-    return _by_language(_test_only(path or DATA_DIR / HELDOUT_MULTILINGUAL_CONFIRM))
-
-
-def load_heldout_fresh(path: Path | None = None) -> list[Example]:
-    """Two blind writers, the categories of the category checks: test-only (it chose the last candidate's thresholds)."""
-    return _test_only(path or DATA_DIR / HELDOUT_FRESH)
-
-
-def load_heldout_multilingual_fresh(path: Path | None = None) -> list[Example]:
-    """16 languages, two blind writers and a top-up writer: test-only; `<language>/<label>`."""
-    return _by_language(_test_only(path or DATA_DIR / HELDOUT_MULTILINGUAL_FRESH))
-
-
-def load_heldout_everyday(path: Path | None = None) -> list[Example]:
-    """Everyday openings to a companion app by a blind writer, none a crisis: test-only."""
-    return _test_only(path or DATA_DIR / HELDOUT_EVERYDAY)
-
-
-def load_heldout_latest(path: Path | None = None) -> list[Example]:  # the newest English set, two blind writers
-    return _test_only(path or DATA_DIR / HELDOUT_LATEST)
-
-
-def load_heldout_multilingual_latest(path: Path | None = None) -> list[Example]:  # the newest, 16 languages
-    return _by_language(_test_only(path or DATA_DIR / HELDOUT_MULTILINGUAL_LATEST))
-
-
-def load_heldout_everyday_latest(path: Path | None = None) -> list[Example]:  # a second writer's everyday openings
-    return _test_only(path or DATA_DIR / HELDOUT_EVERYDAY_LATEST)
-
-
-def load_heldout_multilingual_newest(path: Path | None = None) -> list[Example]:  # two more writers, 16 languages
-    return _by_language(_test_only(path or DATA_DIR / HELDOUT_MULTILINGUAL_NEWEST))
-
-
-def load_categories(path: Path | None = None) -> list[Example]:
-    """The category checks: development lines the tests hold the detector to; never training lines."""
-    return _test_only(path or DATA_DIR / CATEGORIES)
-
-
 def load_dev_multilingual(path: Path | None = None) -> list[Example]:
     """What the multilingual patterns were written against: free to read, never a held-out figure; `<language>/<label>`."""
-    return _by_language(_training_only(path or DATA_DIR / DEV_MULTILINGUAL))
+    return by_language(_training_only(path or DATA_DIR / DEV_MULTILINGUAL))
 
 
-def _by_language(rows: list[Example]) -> list[Example]:
+def by_language(rows: list[Example]) -> list[Example]:
     """A multilingual file's examples with categories `<language>/<label>` (each language has both labels)."""
     return [replace(e, category=f"{e.category}/{e.label}") for e in rows]
 
@@ -342,6 +250,8 @@ class TrainingSets:
     multilingual_dev: bool = False
     good_news: bool = False
     blind: bool = False
+    retired_later: bool = False
+    blind_later: bool = False
 
     @classmethod
     def of_model(cls, meta: dict) -> TrainingSets:
@@ -375,6 +285,10 @@ def message_training_examples(untrained: Iterable[str] = (), sets: TrainingSets 
         pool += load_train_good_news()
     if sets.blind:
         pool += load_train_blind()
+    if sets.retired_later:
+        pool += load_retired_later()
+    if sets.blind_later:
+        pool += load_train_blind_later()
     excluded = load_excluded()
     seen: set[str] = set()
     out = []

@@ -50,6 +50,7 @@ from mascot.safety.training.thresholds import (
     CONCERN_MAX_FPR,
     CONCERN_ORDINARY_MAX_FPR,
     CONTEXT_RECALL,
+    EVERYDAY,
     choose_threshold,
     message_thresholds,
     threshold_for_fpr,
@@ -72,7 +73,6 @@ OTHER_CONCERN_MAX_FPR = 0.15
 PER_LANGUAGE_MODES = ("off", "raise", "both")  # per-language crisis thresholds outside English: none, only above the
 PER_LANGUAGE = "raise"  # shared one (a language whose negatives score high gets a higher bar), or above and below it
 MIN_LANGUAGE_NEGATIVES = 50  # a language needs this many negative training lines for a threshold of its own
-EVERYDAY = "everyday"  # the category of everyday openings to a companion app in the extra English sets
 
 
 def _head(kind: str):  # type: ignore[no-untyped-def]
@@ -144,10 +144,12 @@ def _rates(scores: np.ndarray, y: np.ndarray, t: float | np.ndarray) -> dict[str
 def train_multilingual(folds: int = 3, seed: int = 0, out_root: Path | None = None,
                        message_root: Path = MODEL_DIR, head: str = USE_HEAD,
                        crisis_max_fpr: float = STACK_CRISIS_MAX_FPR, other_crisis_max_fpr: float = OTHER_CRISIS_MAX_FPR,
-                       sets: tuple[str, ...] = USE_SETS, per_language: str = PER_LANGUAGE) -> Path:
+                       sets: tuple[str, ...] = USE_SETS, per_language: str = PER_LANGUAGE,
+                       weights: tuple[float, ...] = USE_WEIGHTS) -> Path:
     """Fit the head on the pool plus `sets`, choose the weight and thresholds, write
     `<out_root>/multilingual/classifier.json`. The crisis thresholds sit at out-of-fold FPR `crisis_max_fpr` (English
-    stack) and `other_crisis_max_fpr`, per language outside English too as `per_language` says."""
+    stack) and `other_crisis_max_fpr`, per language outside English too as `per_language` says; the stack weight is
+    the one of `weights` with the highest out-of-fold recall at the crisis threshold."""
     from sklearn.model_selection import StratifiedKFold
 
     if head not in HEAD_KINDS:
@@ -158,6 +160,8 @@ def train_multilingual(folds: int = 3, seed: int = 0, out_root: Path | None = No
     for name, rate in (("crisis_max_fpr", crisis_max_fpr), ("other_crisis_max_fpr", other_crisis_max_fpr)):
         if not 0.0 < rate < 1.0:
             raise ConfigError(f"{name} must be between 0 and 1, got {rate}.")
+    if not weights or not all(0.0 <= w <= 1.0 for w in weights):
+        raise ConfigError(f"Stack weights must be between 0 and 1 (the USE layer's share), got {list(weights)}.")
 
     started = time.time()
     meta_m = read_message_meta("messages", message_root)
@@ -188,8 +192,8 @@ def train_multilingual(folds: int = 3, seed: int = 0, out_root: Path | None = No
     unseen = load_classifier("messages", message_root).score([e.text for e in extra]) if extra else np.zeros(0)
     minilm_all = np.r_[np.array(meta_m["oof_scores"]), unseen]
     # the extra sets' everyday openings train the head only: so many easy negatives would loosen every FPR budget
-    chosen = np.r_[np.ones(len(english), bool), np.array([e.category != EVERYDAY for e in extra], bool)]
-    ordinary = np.array([c == "ordinary" for c in meta_m["oof_categories"]] + [False] * int(chosen[len(english):].sum()))
+    chosen = np.array([e.category != EVERYDAY for e in english + extra], bool)
+    ordinary = np.array([c == "ordinary" for c in meta_m["oof_categories"]] + [False] * len(extra))[chosen]
     everyday = ~chosen
     minilm, u_en, y_en = minilm_all[chosen], oof[~is_other][chosen], y[~is_other][chosen]
 
@@ -197,7 +201,7 @@ def train_multilingual(folds: int = 3, seed: int = 0, out_root: Path | None = No
         s = stack(minilm, u_en, w)
         return float((s[y_en] >= threshold_for_fpr(s, y_en, crisis_max_fpr)).mean())
 
-    weight = max(USE_WEIGHTS, key=recall_at_crisis)
+    weight = max(weights, key=recall_at_crisis)
     s_en = stack(minilm_all, oof[~is_other], weight)
     s_everyday, s_en = s_en[everyday], s_en[chosen]
     t_en = message_thresholds(s_en, y_en, ordinary, crisis_max_fpr, CONCERN_ORDINARY_MAX_FPR, CONTEXT_RECALL,
@@ -220,7 +224,7 @@ def train_multilingual(folds: int = 3, seed: int = 0, out_root: Path | None = No
                       "stack_at_concern": _rates(s_en, y_en, t_en["concern"]),
                       "everyday_at_concern": float((s_everyday >= t_en["concern"]).mean()) if everyday.any() else None,
                       "everyday_at_crisis": float((s_everyday >= t_en["crisis"]).mean()) if everyday.any() else None,
-                      "recall_at_crisis_by_weight": {str(w): recall_at_crisis(w) for w in USE_WEIGHTS}},
+                      "recall_at_crisis_by_weight": {str(w): recall_at_crisis(w) for w in weights}},
           "other": {"use_auc": float(roc_auc_score(y_ot, u_ot)), "at_crisis": _rates(u_ot, y_ot, row_crisis),
                     "at_concern": _rates(u_ot, y_ot, t_ot["concern"])}}
     folder = (out_root or MODEL_DIR) / NAME

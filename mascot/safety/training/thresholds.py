@@ -58,12 +58,18 @@ def message_thresholds(oof: np.ndarray, positive: np.ndarray, ordinary: np.ndarr
     return {"crisis": crisis, "concern": concern, "context": context}
 
 
+EVERYDAY = "everyday"  # the category of everyday openings to a companion app in the retired and blind sets
+
+
 def with_message_thresholds(meta: dict) -> dict:
     """`meta` with the message thresholds (and their cross-validated figures) derived from its out-of-fold scores."""
     if "oof_categories" not in meta:
         raise InputError("The message classifier's metadata has no `oof_categories`: retrain it with `python -m mascot safety train`.")
-    oof, y = np.array(meta["oof_scores"]), np.array(meta["oof_labels"])
-    ordinary = np.array([c == "ordinary" for c in meta["oof_categories"]])
+    # everyday openings of the retired and blind sets train the model but are left out of every budget: so many easy
+    # negatives would loosen each false-positive rate the thresholds are chosen at
+    keep = np.array([c != EVERYDAY for c in meta["oof_categories"]])
+    oof, y = np.array(meta["oof_scores"])[keep], np.array(meta["oof_labels"])[keep]
+    ordinary = np.array([c == "ordinary" for c in meta["oof_categories"]])[keep]
     t = message_thresholds(oof, y, ordinary, CRISIS_MAX_FPR, CONCERN_ORDINARY_MAX_FPR, CONTEXT_RECALL, CONCERN_MAX_FPR)
     cv = {}
     for name in ("crisis", "concern", "context"):
