@@ -34,6 +34,7 @@ SPEED_FILES = (
 )
 DIRECTOR_LATENCY_FILE = "director_latency_llamacpp.json"
 SAFETY_REPORT = ROOT / "mascot" / "data" / "safety" / "report.json"
+LATENCY = RESULTS / "safety_latency.json"
 ANNOTATION_FILE = "annotation_throughput.json"  # optional: benchmarks/annotation_throughput.py --json ...
 # The paper's human-evaluation counts (wins of MASCOT out of 200 decisive votes per baseline).
 PAPER_SIGN_TESTS = ((138, 200), (137, 200), (151, 200))
@@ -196,13 +197,16 @@ SAFETY_SETS = (
     ("distant", ("heldout_distant", "heldout_v5")),
     ("multilingual", ("heldout_multilingual", "heldout_ml")),
     ("multilingual_confirm", ("heldout_multilingual_confirm", "heldout_ml2")),
-    ("fresh", ("heldout_fresh",)),
+    ("fresh (development)", ("heldout_fresh",)),
     ("multilingual fresh", ("heldout_multilingual_fresh",)),
     ("everyday openings", ("heldout_everyday",)),
-    ("**latest**", ("heldout_latest",)),
-    ("**multilingual latest**", ("heldout_multilingual_latest",)),
-    ("**everyday openings, latest**", ("heldout_everyday_latest",)),
-    ("**multilingual newest**", ("heldout_multilingual_newest",)),
+    ("latest (development)", ("heldout_latest",)),
+    ("multilingual latest", ("heldout_multilingual_latest",)),
+    ("everyday openings, latest", ("heldout_everyday_latest",)),
+    ("multilingual newest", ("heldout_multilingual_newest",)),
+    ("**next**", ("heldout_next",)),
+    ("**multilingual next**", ("heldout_multilingual_next",)),
+    ("**everyday openings, next**", ("heldout_everyday_next",)),
 )
 
 
@@ -220,15 +224,19 @@ def safety() -> str:
                  "≤ 0.15"])
     out = table(["held-out set", "lines", "recall, crisis or concern", "recall, crisis tier", "FPR, crisis tier",
                  "FPR, crisis or concern"], rows)
-    lat, ordinary, ctx, oc = r["latency_ms"], r["ordinary"], r["context"], r["output_check"]
+    ordinary, ctx, oc = r["ordinary"], r["context"], r["output_check"]
+    # latency from the dedicated benchmark when it is there (`safety eval` times it beside its other work)
+    bench = json.loads(LATENCY.read_text()) if LATENCY.exists() else {}
+    lat = bench.get("shipped_english", r["latency_ms"])
+    enc = bench.get("encoders_one_message", r.get("encoder_ms", {}))
     return (f"{out}\n\nEveryday scenario openings (test split) in the crisis tier: {ordinary['fpr_crisis']['k']}/"
             f"{ordinary['fpr_crisis']['n']}, in either tier: {ordinary['fpr_any']['k']}/{ordinary['fpr_any']['n']}. Context cases: "
             f"{ctx['correct']}/{ctx['n']}. Bad persona replies replaced: {oc['bad_replaced']['k']}/"
             f"{oc['bad_replaced']['n']} (good ones: {oc['good_replaced']['k']}/{oc['good_replaced']['n']}). "
-            f"Latency per check: median {lat['median']:.1f} ms, p95 {lat['p95']:.1f} ms"
+            f"Latency per English check: median {lat['median']:.1f} ms, p95 {lat['p95']:.1f} ms"
             + (f" (one message through MiniLM {enc['minilm']['median']:.1f} ms, USE {enc['use']['median']:.1f} ms). "
-               if (enc := r.get("encoder_ms", {})).keys() >= {"minilm", "use"} else ". ") +
-            f"Source: `{rel(SAFETY_REPORT)}`.")
+               if enc.keys() >= {"minilm", "use"} else ". ") +
+            f"Sources: `{rel(SAFETY_REPORT)}`" + (f", `{rel(LATENCY)}`." if LATENCY.exists() else "."))
 
 
 def sign_test_p(wins: int, n: int) -> float:

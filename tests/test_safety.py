@@ -37,6 +37,7 @@ from mascot.safety.training.data import (
     load_retired_multilingual,
     load_retired_multilingual_later,
     load_train_blind,
+    load_train_blind_later,
     load_train_confusable,
     load_train_everyday,
     load_train_farewells_plans,
@@ -176,12 +177,14 @@ def test_blind_lines_are_training_only_far_from_held_out_lines_and_join_the_pool
     assert {e.text for e in blind} - load_excluded() <= pool
 
 
-def test_retired_fresh_set_joins_the_training_pool_when_asked_and_is_out_of_the_held_out_sets():
+def test_retired_sets_join_the_shipped_training_pool_unless_left_out_and_are_out_of_the_held_out_sets():
     retired = load_retired_fresh()
-    pool = {e.text for e in message_training_examples(sets=TrainingSets(retired_fresh=True))}
+    later = load_retired_later() + load_train_blind_later()
+    pool = {e.text for e in message_training_examples()}  # the shipped pool
     assert len(retired) == len(load_retired_fresh("test")) >= 390 and all(e.split == "train" for e in retired)
-    assert {e.text for e in retired} - load_excluded() <= pool
-    assert not {e.text for e in retired} & {e.text for e in message_training_examples()}  # the shipped pool
+    assert {e.text for e in retired + later} - load_excluded() <= pool
+    without = TrainingSets(retired_fresh=False, retired_later=False, blind_later=False)
+    assert not {e.text for e in retired + later} & {e.text for e in message_training_examples(sets=without)}
     held = {e.text for e in held_out_messages()}
     assert not held & {e.text for e in retired + load_retired_multilingual() + load_retired_later() + load_retired_multilingual_later()}
     assert all(e.split == "train" for e in load_retired_later() + load_retired_multilingual_later())
@@ -201,7 +204,8 @@ def test_training_pool_is_far_from_held_out_lines():
     assert excluded and not excluded & {e.text for e in pool}
     # and the list holds nothing else: every excluded line is a near-paraphrase of a held-out line
     sources = (load_messages() + load_train_confusable() + load_train_farewells_plans() + load_train_everyday() + load_retired_heldout()
-               + load_retired_fresh() + load_train_blind() + load_ordinary() + load_meeting_openings())
+               + load_retired_fresh() + load_train_blind() + load_retired_later() + load_train_blind_later() + load_ordinary()
+               + load_meeting_openings())
     candidates = [e for e in sources if e.split == "train" and e.text in excluded]
     assert {e.text for e in candidates} == excluded
     assert set(near_held_out(candidates)) == excluded
@@ -225,12 +229,23 @@ def test_augmentation_is_deterministic_and_noisy():
 
 
 # ------------------------------------------------------------------ thresholds and reported figures
+def test_everyday_openings_train_a_classifier_but_stay_out_of_its_threshold_budgets():
+    from mascot.safety.training.thresholds import with_message_thresholds
+
+    meta = read_meta("messages")
+    n = 300  # easy negatives that would loosen every false-positive budget if they counted
+    padded = {**meta, "oof_scores": meta["oof_scores"] + [0.0] * n, "oof_labels": meta["oof_labels"] + [False] * n,
+              "oof_categories": meta["oof_categories"] + ["everyday"] * n}
+    assert with_message_thresholds(padded)["thresholds"] == with_message_thresholds(meta)["thresholds"]
+
+
 def test_thresholds_follow_from_the_cross_validated_scores():
     meta = read_meta("messages")
-    oof, y = np.array(meta["oof_scores"]), np.array(meta["oof_labels"])
-    ordinary = np.array([c == "ordinary" for c in meta["oof_categories"]])
     train = _training_examples(meta)
     assert [e.category for e in train] == meta["oof_categories"] and [e.positive for e in train] == meta["oof_labels"]
+    keep = np.array([c != "everyday" for c in meta["oof_categories"]])  # everyday openings train it, budget nothing
+    oof, y = np.array(meta["oof_scores"])[keep], np.array(meta["oof_labels"])[keep]
+    ordinary = np.array([c == "ordinary" for c in meta["oof_categories"]])[keep]
     targets = meta["targets"]
     assert meta["thresholds"]["crisis"] == pytest.approx(threshold_for_fpr(oof, y, targets["crisis_max_fpr"]), abs=1e-5)
     # concern: at most a share of the everyday training openings and of all negatives, out of fold (ordinary users

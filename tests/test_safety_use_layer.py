@@ -195,7 +195,32 @@ def test_an_unknown_use_training_set_is_refused_with_the_valid_names(tmp_path):
         train_multilingual(out_root=tmp_path, message_root=tmp_path, sets=(*USE_SETS, "nope"))
     with pytest.raises(ConfigError, match="valid modes: off, raise, both"):
         train_multilingual(out_root=tmp_path, message_root=tmp_path, per_language="sometimes")
+    with pytest.raises(ConfigError, match=r"Stack weights must be between 0 and 1.*\[0.5, 1.5\]"):
+        train_multilingual(out_root=tmp_path, message_root=tmp_path, weights=(0.5, 1.5))
+    with pytest.raises(ConfigError, match="concern_max_fpr must be above 0 and at most 1, got 0"):
+        train_multilingual(out_root=tmp_path, message_root=tmp_path, concern_max_fpr=0.0)
     assert not (tmp_path / multilingual.NAME).exists()  # refused before anything is written
+
+
+def test_stack_weights_on_the_command_line_are_numbers_or_a_clear_error():
+    from mascot.errors import InputError
+    from mascot.safety.cli import _weights
+
+    assert _weights("0.67, 0.75,1") == (0.67, 0.75, 1.0)
+    with pytest.raises(InputError, match="--use-weights must be comma-separated numbers"):
+        _weights("0.67,heavy")
+
+
+def test_held_out_sets_load_by_name_and_an_unknown_name_lists_the_valid_ones():
+    from mascot.errors import ConfigError
+    from mascot.safety.training.heldout import HELDOUT_FILES, load_heldout
+
+    for name, (_, multilingual_set) in HELDOUT_FILES.items():
+        rows = load_heldout(name)
+        assert rows and all(e.split == "test" for e in rows)
+        assert all(("/" in e.category) == multilingual_set for e in rows), name
+    with pytest.raises(ConfigError, match="heldout_nope'; valid sets: heldout_large, heldout_blind"):
+        load_heldout("heldout_nope")
 
 
 @pytest.mark.train  # embeds about 7,000 lines with USE and fits the SVM: about a minute on 2 cores

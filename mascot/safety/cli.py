@@ -36,6 +36,21 @@ from mascot.safety.training.pipeline import (
     rethreshold,
     train,
 )
+from mascot.safety.training.thresholds import CONCERN_MAX_FPR, CONCERN_ORDINARY_MAX_FPR
+
+# the message classifier's training sets (`TrainingSets` fields) and what each holds
+SET_FLAGS = {
+    "confusable": "the lines of the categories the classifier confused (crisis_train_confusable.txt)",
+    "farewells_plans": "the farewells, plans and look-alike lines (crisis_train_farewells_plans.txt)",
+    "retired_heldout": "the retired held-out set (crisis_heldout_retired.txt; `eval` then measures on it)",
+    "everyday": "the everyday-life lines (crisis_train_everyday.txt)",
+    "retired_fresh": "the retired fresh English sets (crisis_heldout_retired_fresh.txt)",
+    "blind": "the blind writers' training lines (crisis_train_blind.txt)",
+    "retired_later": "the later retired English sets (crisis_heldout_retired_later.txt)",
+    "blind_later": "the later blind writers' training lines (crisis_train_blind_later.txt)",
+    "good_news": "the good-news lines (crisis_train_good_news.txt: 'got the keys ... today' and the like)",
+    "multilingual_dev": "the multilingual development lines (crisis_dev_multilingual.txt; not shipped: English recall fell, docs/safety.md)",
+}
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -46,27 +61,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     t.add_argument("--layers", type=int, default=FIT_LAYERS, help="top encoder layers adapted by the LoRA")
     t.add_argument("--lr", type=float, default=FIT_LR)
     t.add_argument("--no-augment", action="store_true", help="do not add a noisy variant of each training line")
-    t.add_argument("--no-confusable", action="store_true",
-                   help="leave out the lines of the categories the classifier confused (crisis_train_confusable.txt)")
-    t.add_argument("--no-farewells-plans", action="store_true",
-                   help="leave out the farewells, plans and look-alike lines (crisis_train_farewells_plans.txt)")
-    t.add_argument("--no-retired-heldout", action="store_true",
-                   help="leave out the retired held-out set (crisis_heldout_retired.txt; `eval` then measures on it)")
-    t.add_argument("--no-everyday", action="store_true",
-                   help="leave out the everyday-life lines (crisis_train_everyday.txt)")
-    t.add_argument("--retired-fresh", action="store_true",
-                   help="add the retired fresh English sets (crisis_heldout_retired_fresh.txt)")
-    t.add_argument("--blind", action="store_true",
-                   help="add the blind writers' training lines (crisis_train_blind.txt)")
-    t.add_argument("--retired-later", action="store_true",
-                   help="add the English sets retired after the shipped classifiers were trained (crisis_heldout_retired_later.txt)")
-    t.add_argument("--blind-later", action="store_true",
-                   help="add the later blind writers' training lines (crisis_train_blind_later.txt)")
-    t.add_argument("--good-news", action="store_true",
-                   help="add the good-news lines (crisis_train_good_news.txt: 'got the keys ... today' and the like)")
-    t.add_argument("--multilingual-dev", action="store_true",
-                   help="add the multilingual development lines (crisis_dev_multilingual.txt; not shipped: English "
-                        "recall fell, docs/safety.md)")
+    for name, what in SET_FLAGS.items():  # each training set: --no-<set> leaves a shipped one out, --<set> adds another
+        on = getattr(TrainingSets(), name)
+        t.add_argument(f"--{'no-' if on else ''}{name.replace('_', '-')}", action="store_true",
+                       help=f"{'leave out' if on else 'add'} {what}")
     t.add_argument("--lexical-weight", type=float, default=LEXICAL_WEIGHT,
                    help="weight of the character n-gram model in the message score, 0 to 1 (0: the encoder alone)")
     t.add_argument("--only", choices=["messages", "replies", "multilingual"], default=None,
@@ -84,6 +82,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     t.add_argument("--use-sets", default=",".join(USE_SETS),
                    help="multilingual: comma-separated training sets of the USE head beyond the classifier's pool "
                         "(default: the shipped head's; an unknown name is refused with the valid ones)")
+    t.add_argument("--concern-max-fpr", type=float, default=CONCERN_MAX_FPR,
+                   help="multilingual: the English stack's concern threshold at most this out-of-fold FPR on all negatives")
+    t.add_argument("--concern-ordinary-max-fpr", type=float, default=CONCERN_ORDINARY_MAX_FPR,
+                   help="multilingual: ... and at most this one on the everyday scenario openings (1: no such budget)")
     t.add_argument("--use-weights", default=",".join(map(str, USE_WEIGHTS)),
                    help="multilingual: comma-separated stack weights (the USE layer's share, 0 to 1) to choose from by "
                         "out-of-fold recall at the crisis threshold; one value fixes it")
@@ -103,12 +105,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def training_sets(args: argparse.Namespace) -> TrainingSets:
-    """The training-only sets the `train` flags switch on."""
-    return TrainingSets(confusable=not args.no_confusable, farewells_plans=not args.no_farewells_plans,
-                        retired_heldout=not args.no_retired_heldout, everyday=not args.no_everyday,
-                        retired_fresh=args.retired_fresh,
-                        multilingual_dev=args.multilingual_dev, good_news=args.good_news, blind=args.blind,
-                        retired_later=args.retired_later, blind_later=args.blind_later)
+    """The training-only sets the `train` flags switch on (a shipped set unless `--no-<set>`, another with `--<set>`)."""
+    shipped = TrainingSets()
+    return TrainingSets(**{name: not getattr(args, f"no_{name}") if getattr(shipped, name) else getattr(args, name)
+                           for name in SET_FLAGS})
 
 
 def _weights(text: str) -> tuple[float, ...]:
@@ -125,7 +125,8 @@ def main(args: argparse.Namespace) -> int:
         train_multilingual(args.folds, out_root=args.out, message_root=args.out or MODEL_DIR, head=args.use_head,
                            crisis_max_fpr=args.crisis_max_fpr, other_crisis_max_fpr=args.other_crisis_max_fpr,
                            sets=tuple(n.strip() for n in args.use_sets.split(",") if n.strip()),
-                           per_language=args.per_language_thresholds, weights=_weights(args.use_weights))
+                           per_language=args.per_language_thresholds, weights=_weights(args.use_weights),
+                           concern_max_fpr=args.concern_max_fpr, concern_ordinary_max_fpr=args.concern_ordinary_max_fpr)
         return 0
     if args.safety_command == "train":
         cfg = FitConfig(layers=args.layers, epochs=args.epochs, lr=args.lr, augment=not args.no_augment)

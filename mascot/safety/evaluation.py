@@ -44,6 +44,9 @@ TITLES = {
     "heldout_multilingual_latest": "Latest multilingual held-out set",
     "heldout_everyday_latest": "Everyday openings by a second blind writer",
     "heldout_multilingual_newest": "Newest multilingual held-out set",
+    "heldout_next": "Next English held-out set",
+    "heldout_multilingual_next": "Next multilingual held-out set",
+    "heldout_everyday_next": "Everyday openings by a third blind writer",
 }
 # report key -> (title, loader) of each test-only set besides the hash split of crisis_messages.txt
 HELDOUT_SETS = {key: (f"{TITLES[key]} ({name}{'; categories are languages' if multilingual else ''})",

@@ -187,7 +187,8 @@ _COMPILED = [(name, re.compile(p, re.I)) for name, p in PATTERNS.items()]
 _CONCERN = [(name, re.compile(p, re.I)) for name, p in ML_CONCERN.items()]
 _GUARD = re.compile(
     r"\b(?:never|not|\w+n't|dont|no longer|wouldn't|won't|used to|years ago|when i was|back then|tried to|wanted to|"
-    r"was going to|he|she|they|character|says|said|without|stopped|quit|instead of|free from|since)\b[^.!?\n]{0,40}$",
+    r"was going to|he|she|they|character|says|said|without|stopped|quit|instead of|free from|since|"
+    r"if (?:\w+ ){0,2}(?:lose|loses|win|wins|draw|draws|get relegated|go down))\b[^.!?\n]{0,40}$",  # a match result
     re.I,
 )
 

@@ -246,12 +246,12 @@ class TrainingSets:
     farewells_plans: bool = True
     retired_heldout: bool = True
     everyday: bool = True
-    retired_fresh: bool = False
+    retired_fresh: bool = True
     multilingual_dev: bool = False
     good_news: bool = False
-    blind: bool = False
-    retired_later: bool = False
-    blind_later: bool = False
+    blind: bool = True
+    retired_later: bool = True
+    blind_later: bool = True
 
     @classmethod
     def of_model(cls, meta: dict) -> TrainingSets:

@@ -25,6 +25,9 @@ HELDOUT_FILES: dict[str, tuple[str, bool]] = {
     "heldout_multilingual_latest": ("crisis_heldout_multilingual_latest.txt", True),
     "heldout_everyday_latest": ("crisis_heldout_everyday_latest.txt", False),
     "heldout_multilingual_newest": ("crisis_heldout_multilingual_newest.txt", True),
+    "heldout_next": ("crisis_heldout_next.txt", False),
+    "heldout_multilingual_next": ("crisis_heldout_multilingual_next.txt", True),
+    "heldout_everyday_next": ("crisis_heldout_everyday_next.txt", False),
 }
 CATEGORIES = "crisis_categories.txt"
 NEAR_CUTOFF = 0.75  # difflib ratio at which a training line counts as a paraphrase of a held-out line

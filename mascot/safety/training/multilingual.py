@@ -57,7 +57,7 @@ from mascot.safety.training.thresholds import (
 )
 
 C = 4.0  # inverse regularisation strength of either head, by cross-validation on the training rows (docs/safety.md)
-USE_WEIGHTS = (0.25, 0.33, 0.5, 0.67)
+USE_WEIGHTS = (0.25, 0.33, 0.5, 0.67, 0.75, 0.85, 1.0)
 USE_HEAD = "rbf"  # out of fold and on every held-out set it separates better than the logistic head (docs/safety.md)
 STACK_CRISIS_MAX_FPR = 0.04  # new writers' false alarms ran about 1.3x the out-of-fold rate in English ...
 OTHER_CRISIS_MAX_FPR = 0.035  # ... and about 2x in other languages (docs/history/2026-12-safety-rounds.md)
@@ -68,7 +68,7 @@ USE_SET_LOADERS = {"use_english": (load_train_use_english, True), "retired_fresh
                    "multilingual": (load_train_multilingual, False), "retired_multilingual": (load_retired_multilingual, False),
                    "retired_multilingual_later": (load_retired_multilingual_later, False),
                    "multilingual_later": (load_train_multilingual_later, False)}
-USE_SETS = ("use_english", "retired_fresh", "blind", "dev_multilingual", "multilingual", "retired_multilingual")  # shipped
+USE_SETS = tuple(USE_SET_LOADERS)  # the shipped head trained on every set
 OTHER_CONCERN_MAX_FPR = 0.15
 PER_LANGUAGE_MODES = ("off", "raise", "both")  # per-language crisis thresholds outside English: none, only above the
 PER_LANGUAGE = "raise"  # shared one (a language whose negatives score high gets a higher bar), or above and below it
@@ -145,11 +145,13 @@ def train_multilingual(folds: int = 3, seed: int = 0, out_root: Path | None = No
                        message_root: Path = MODEL_DIR, head: str = USE_HEAD,
                        crisis_max_fpr: float = STACK_CRISIS_MAX_FPR, other_crisis_max_fpr: float = OTHER_CRISIS_MAX_FPR,
                        sets: tuple[str, ...] = USE_SETS, per_language: str = PER_LANGUAGE,
-                       weights: tuple[float, ...] = USE_WEIGHTS) -> Path:
+                       weights: tuple[float, ...] = USE_WEIGHTS, concern_max_fpr: float = CONCERN_MAX_FPR,
+                       concern_ordinary_max_fpr: float = CONCERN_ORDINARY_MAX_FPR) -> Path:
     """Fit the head on the pool plus `sets`, choose the weight and thresholds, write
     `<out_root>/multilingual/classifier.json`. The crisis thresholds sit at out-of-fold FPR `crisis_max_fpr` (English
     stack) and `other_crisis_max_fpr`, per language outside English too as `per_language` says; the stack weight is
-    the one of `weights` with the highest out-of-fold recall at the crisis threshold."""
+    the one of `weights` with the highest out-of-fold recall at the crisis threshold; the English concern threshold
+    sits at out-of-fold FPR `concern_max_fpr` on all negatives and `concern_ordinary_max_fpr` on everyday openings."""
     from sklearn.model_selection import StratifiedKFold
 
     if head not in HEAD_KINDS:
@@ -157,9 +159,10 @@ def train_multilingual(folds: int = 3, seed: int = 0, out_root: Path | None = No
     _check_sets(tuple(sets))
     if per_language not in PER_LANGUAGE_MODES:
         raise ConfigError(f"Unknown per-language mode {per_language!r}; valid modes: {', '.join(PER_LANGUAGE_MODES)}.")
-    for name, rate in (("crisis_max_fpr", crisis_max_fpr), ("other_crisis_max_fpr", other_crisis_max_fpr)):
-        if not 0.0 < rate < 1.0:
-            raise ConfigError(f"{name} must be between 0 and 1, got {rate}.")
+    for name, rate in (("crisis_max_fpr", crisis_max_fpr), ("other_crisis_max_fpr", other_crisis_max_fpr),
+                       ("concern_max_fpr", concern_max_fpr), ("concern_ordinary_max_fpr", concern_ordinary_max_fpr)):
+        if not 0.0 < rate <= 1.0:
+            raise ConfigError(f"{name} must be above 0 and at most 1, got {rate}.")
     if not weights or not all(0.0 <= w <= 1.0 for w in weights):
         raise ConfigError(f"Stack weights must be between 0 and 1 (the USE layer's share), got {list(weights)}.")
 
@@ -204,8 +207,8 @@ def train_multilingual(folds: int = 3, seed: int = 0, out_root: Path | None = No
     weight = max(weights, key=recall_at_crisis)
     s_en = stack(minilm_all, oof[~is_other], weight)
     s_everyday, s_en = s_en[everyday], s_en[chosen]
-    t_en = message_thresholds(s_en, y_en, ordinary, crisis_max_fpr, CONCERN_ORDINARY_MAX_FPR, CONTEXT_RECALL,
-                              CONCERN_MAX_FPR)
+    t_en = message_thresholds(s_en, y_en, ordinary, crisis_max_fpr, concern_ordinary_max_fpr, CONTEXT_RECALL,
+                              concern_max_fpr)
     u_ot, y_ot = oof[is_other], y[is_other]
     crisis = threshold_for_fpr(u_ot, y_ot, other_crisis_max_fpr)
     concern = min(crisis, threshold_for_fpr(u_ot, y_ot, OTHER_CONCERN_MAX_FPR))
@@ -234,8 +237,8 @@ def train_multilingual(folds: int = 3, seed: int = 0, out_root: Path | None = No
             "english_extra_sets": [n for n in sets if USE_SET_LOADERS[n][1]], "train_size": {"english": len(english), "use_english": len(extra), "other": len(other)},
             "use_weight": weight,
             "thresholds": {"english": t_en, "other": t_ot, **({"other_by_language": by_language} if by_language else {})},
-            "targets": {"crisis_max_fpr": crisis_max_fpr, "concern_ordinary_max_fpr": CONCERN_ORDINARY_MAX_FPR,
-                        "concern_max_fpr": CONCERN_MAX_FPR,
+            "targets": {"crisis_max_fpr": crisis_max_fpr, "concern_ordinary_max_fpr": concern_ordinary_max_fpr,
+                        "concern_max_fpr": concern_max_fpr,
                         "context_recall": CONTEXT_RECALL, "other_crisis_max_fpr": other_crisis_max_fpr,
                         "other_concern_max_fpr": OTHER_CONCERN_MAX_FPR},
             "cv": cv, "train_seconds": round(time.time() - started, 1),

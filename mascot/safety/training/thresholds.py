@@ -61,15 +61,20 @@ def message_thresholds(oof: np.ndarray, positive: np.ndarray, ordinary: np.ndarr
 EVERYDAY = "everyday"  # the category of everyday openings to a companion app in the retired and blind sets
 
 
+def budgeted_scores(meta: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(out-of-fold scores, labels, everyday scenario openings) of the lines the budgets are measured on: the
+    everyday openings of the retired and blind sets train the model but are left out, since so many easy
+    negatives would loosen each false-positive rate the thresholds are chosen at."""
+    keep = np.array([c != EVERYDAY for c in meta["oof_categories"]])
+    ordinary = np.array([c == "ordinary" for c in meta["oof_categories"]])
+    return np.array(meta["oof_scores"])[keep], np.array(meta["oof_labels"])[keep], ordinary[keep]
+
+
 def with_message_thresholds(meta: dict) -> dict:
     """`meta` with the message thresholds (and their cross-validated figures) derived from its out-of-fold scores."""
     if "oof_categories" not in meta:
         raise InputError("The message classifier's metadata has no `oof_categories`: retrain it with `python -m mascot safety train`.")
-    # everyday openings of the retired and blind sets train the model but are left out of every budget: so many easy
-    # negatives would loosen each false-positive rate the thresholds are chosen at
-    keep = np.array([c != EVERYDAY for c in meta["oof_categories"]])
-    oof, y = np.array(meta["oof_scores"])[keep], np.array(meta["oof_labels"])[keep]
-    ordinary = np.array([c == "ordinary" for c in meta["oof_categories"]])[keep]
+    oof, y, ordinary = budgeted_scores(meta)
     t = message_thresholds(oof, y, ordinary, CRISIS_MAX_FPR, CONCERN_ORDINARY_MAX_FPR, CONTEXT_RECALL, CONCERN_MAX_FPR)
     cv = {}
     for name in ("crisis", "concern", "context"):
@@ -84,8 +89,7 @@ def concern_tradeoff(meta: dict, budgets: tuple[float, ...] = (0.02, 0.05, 0.10,
     """What other everyday-opening budgets for the concern tier would give, out of fold (training split only):
     per budget the threshold, the share of everyday openings flagged, recall (crisis or concern) and the FPR on
     all negatives."""
-    oof, y = np.array(meta["oof_scores"]), np.array(meta["oof_labels"])
-    ordinary = np.array([c == "ordinary" for c in meta["oof_categories"]])
+    oof, y, ordinary = budgeted_scores(meta)
     keep = ordinary | y
     rows = []
     for b in budgets:
