@@ -140,7 +140,6 @@ def test_a_use_layer_that_cannot_load_leaves_the_other_layers_checking(broken_us
     assert d.check("хочу умереть", record=False).layer == "pattern"  # patterns still check every language
 
 
-@pytest.mark.train  # difflib over about a thousand lines against every held-out line: minutes on a CPU
 def test_use_layer_training_lines_are_far_from_held_out_lines():
     """The USE head's own training lines (English, multilingual, the retired sets, the blind lines) are no copy or near-paraphrase
     (difflib >= 0.75) of any held-out line or category check."""
