@@ -200,11 +200,16 @@ def test_an_unwritable_cache_warns_once_per_prefix_and_answers(tmp_path, monkeyp
     def refuse(*_args, **_kwargs):  # type: ignore[no-untyped-def]
         raise PermissionError("read-only file system")
 
+    # what a backend without a store answers, call for call: the second call reuses the first one's prompt in
+    # memory, which on quantized weights (q8_0, Q4_1) moves scores by up to about 0.15 through llama.cpp's
+    # batch-shape-dependent kernels, so each call is compared with the same call of the reference
+    reference, _ = _backend(tmp_path / "none", keep=False)
+    expected = [_turn(reference)[0] for _ in range(2)]
+    del reference
     monkeypatch.setattr(prefixes.tempfile, "mkstemp", refuse)
     backend, _ = _backend(tmp_path)
     with caplog.at_level(logging.WARNING):
-        first = _turn(backend)[0]
-        second = _turn(backend)[0]
-    assert first == pytest.approx(second, abs=0.02)
+        got = [_turn(backend)[0] for _ in range(2)]
+    assert got[0] == pytest.approx(expected[0], abs=0.02) and got[1] == pytest.approx(expected[1], abs=0.02)
     assert caplog.text.count("could not keep a prompt prefix") == 2  # the director's and the speaker's, once each
     assert not list(tmp_path.glob("*/*.kv"))
