@@ -198,6 +198,8 @@ def test_an_unknown_use_training_set_is_refused_with_the_valid_names(tmp_path):
         train_multilingual(out_root=tmp_path, message_root=tmp_path, weights=(0.5, 1.5))
     with pytest.raises(ConfigError, match="concern_max_fpr must be above 0 and at most 1, got 0"):
         train_multilingual(out_root=tmp_path, message_root=tmp_path, concern_max_fpr=0.0)
+    with pytest.raises(ConfigError, match="crisis_max_fpr must be between 0 and 1, got 1.0"):
+        train_multilingual(out_root=tmp_path, message_root=tmp_path, crisis_max_fpr=1.0)
     assert not (tmp_path / multilingual.NAME).exists()  # refused before anything is written
 
 

@@ -159,9 +159,11 @@ def train_multilingual(folds: int = 3, seed: int = 0, out_root: Path | None = No
     _check_sets(tuple(sets))
     if per_language not in PER_LANGUAGE_MODES:
         raise ConfigError(f"Unknown per-language mode {per_language!r}; valid modes: {', '.join(PER_LANGUAGE_MODES)}.")
-    for name, rate in (("crisis_max_fpr", crisis_max_fpr), ("other_crisis_max_fpr", other_crisis_max_fpr),
-                       ("concern_max_fpr", concern_max_fpr), ("concern_ordinary_max_fpr", concern_ordinary_max_fpr)):
-        if not 0.0 < rate <= 1.0:
+    for name, rate in (("crisis_max_fpr", crisis_max_fpr), ("other_crisis_max_fpr", other_crisis_max_fpr)):
+        if not 0.0 < rate < 1.0:
+            raise ConfigError(f"{name} must be between 0 and 1, got {rate}.")
+    for name, rate in (("concern_max_fpr", concern_max_fpr), ("concern_ordinary_max_fpr", concern_ordinary_max_fpr)):
+        if not 0.0 < rate <= 1.0:  # 1: no such budget
             raise ConfigError(f"{name} must be above 0 and at most 1, got {rate}.")
     if not weights or not all(0.0 <= w <= 1.0 for w in weights):
         raise ConfigError(f"Stack weights must be between 0 and 1 (the USE layer's share), got {list(weights)}.")
